@@ -1,0 +1,11 @@
+"""pymscclpp: GPU collective communication in pure Python on numba-cuda, after MSCCL++."""
+
+from .runtime import backend as _backend  # chooses gpu/sim before numba.cuda loads
+from .errors import (BackendError, BootstrapError, CommTimeoutError, InvalidUsageError,
+                     PeerDisconnectedError, PymscclppError, RegistrationError)
+
+__version__ = "0.1.0"
+BACKEND = _backend.BACKEND
+
+__all__ = ["BACKEND", "BackendError", "BootstrapError", "CommTimeoutError", "InvalidUsageError",
+           "PeerDisconnectedError", "PymscclppError", "RegistrationError", "__version__"]

@@ -1,0 +1,50 @@
+"""Logging for pymscclpp through Python's logging, set by PYMSCCLPP_DEBUG.
+
+PYMSCCLPP_DEBUG=LEVEL[:subsys,subsys] with LEVEL one of ERROR, WARN, INFO, DEBUG
+(e.g. ``INFO`` or ``DEBUG:bootstrap,memory``); subsystems are child loggers
+``pymscclpp.<subsys>``.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+
+_ROOT = "pymscclpp"
+_LEVELS = {"ERROR": logging.ERROR, "WARN": logging.WARNING, "WARNING": logging.WARNING,
+           "INFO": logging.INFO, "DEBUG": logging.DEBUG, "TRACE": logging.DEBUG}
+_configured = False
+
+
+def _configure() -> None:
+    global _configured
+    if _configured:
+        return
+    _configured = True
+    spec = os.environ.get("PYMSCCLPP_DEBUG", "").strip()
+    root = logging.getLogger(_ROOT)
+    if not spec:
+        return
+    level_name, _, subsystems = spec.partition(":")
+    level = _LEVELS.get(level_name.upper())
+    if level is None:
+        raise ValueError(f"PYMSCCLPP_DEBUG={spec!r}: level must be one of {sorted(_LEVELS)}")
+    handler = logging.StreamHandler()
+    rank = os.environ.get("PMI_RANK") or os.environ.get("OMPI_COMM_WORLD_RANK") or os.environ.get("RANK", "?")
+    handler.setFormatter(logging.Formatter(f"[pymscclpp r{rank} %(name)s %(levelname)s] %(message)s"))
+    wanted = [s.strip() for s in subsystems.split(",") if s.strip()]
+    if wanted:
+        for sub in wanted:
+            lg = logging.getLogger(f"{_ROOT}.{sub}")
+            lg.setLevel(level)
+            lg.addHandler(handler)
+            lg.propagate = False
+    else:
+        root.setLevel(level)
+        root.addHandler(handler)
+
+
+def get_logger(subsystem: str) -> logging.Logger:
+    """The logger of one subsystem (``bootstrap``, ``memory``, ``backend``, ...)."""
+    _configure()
+    return logging.getLogger(f"{_ROOT}.{subsystem}")

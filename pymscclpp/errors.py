@@ -1,0 +1,29 @@
+"""Exceptions raised by pymscclpp: one base class, one subclass per failure kind."""
+
+
+class PymscclppError(RuntimeError):
+    """Base class of every error raised by pymscclpp."""
+
+
+class BackendError(PymscclppError):
+    """The device backend (gpu or sim) cannot be used as asked."""
+
+
+class BootstrapError(PymscclppError):
+    """A bootstrap operation failed: bad peer, bad message, refused connection."""
+
+
+class PeerDisconnectedError(BootstrapError):
+    """A peer closed its connection or died while we were talking to it."""
+
+
+class CommTimeoutError(PymscclppError, TimeoutError):
+    """A host or device wait ran past its budget; the message names rank, peer and op."""
+
+
+class InvalidUsageError(PymscclppError, ValueError):
+    """Bad input to a public call, detected before anything was launched or written."""
+
+
+class RegistrationError(InvalidUsageError):
+    """A buffer cannot be registered, or a peer's handle cannot be mapped here."""

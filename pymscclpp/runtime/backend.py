@@ -2,7 +2,8 @@
 
 ``sim`` is numba's CUDA simulator; memory shared with peers then lives in POSIX shared
 memory. ``PYMSCCLPP_BACKEND=auto|gpu|sim`` overrides the automatic choice (sim when no
-GPU is visible). This module must run before anything imports ``numba.cuda``.
+GPU is visible); ``compile`` generates GPU code (PTX) without a GPU, for tests of codegen.
+This module must run before anything imports ``numba.cuda``.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from .._log import get_logger
 from ..errors import BackendError
 
 _log = get_logger("backend")
-_CHOICES = ("auto", "gpu", "sim")
+_CHOICES = ("auto", "gpu", "sim", "compile")
 
 
 def _gpu_count() -> int:
@@ -40,6 +41,8 @@ def _select() -> str:
     if numba_cuda_loaded:
         from numba.core import config
         already = "sim" if config.ENABLE_CUDASIM else "gpu"
+        if asked == "compile" and already == "gpu":
+            return "compile"
         if asked not in ("auto", already):
             raise BackendError(
                 f"PYMSCCLPP_BACKEND={asked} but numba.cuda was already imported in {already} mode; "

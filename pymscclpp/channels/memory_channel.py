@@ -1,0 +1,134 @@
+"""MemoryChannel: one-sided access to a peer's memory over NVLink/PCIe peer mappings (or shared memory).
+
+Host side: ``MemoryChannel(comm, peer, src, inbox)`` built by both ranks of a pair; ``inbox`` is
+the local buffer this rank exposes (the peer's ``dst``, and where the peer's packets land).
+Device side: functions taking the channel's plain-data handle; offsets are in bytes; ``tid`` and
+``nthreads`` spread a copy over cooperating threads.
+"""
+
+from __future__ import annotations
+
+from collections import namedtuple
+
+from numba import cuda
+
+from . import primitives as prim
+from . import semaphore as sem
+from .device_errors import OP_PACKET
+
+MemoryChannelHandle = namedtuple(
+    "MemoryChannelHandle",
+    "src dst pkt inbound outbound expected err rank peer channel timeout_ns")
+
+
+class MemoryChannel:
+    """Host object of a channel from this rank to ``peer``; ``device_handle()`` is what kernels take."""
+
+    def __init__(self, comm, peer: int, src, inbox=None):
+        from ..runtime.memory import as_bytes
+        from ..runtime.semaphore import Device2DeviceSemaphore
+        inbox = src if inbox is None else inbox
+        self.comm, self.peer = comm, peer
+        self.semaphore = Device2DeviceSemaphore(comm, peer)
+        self.remote = comm.exchange_memory(inbox, peer)
+        self.src = as_bytes(src)
+        self.inbox = as_bytes(inbox)
+
+    def device_handle(self) -> MemoryChannelHandle:
+        """Plain data: local src, the peer's inbox (dst), our inbox (pkt), and the semaphore words."""
+        s = self.semaphore.device_handle()
+        return MemoryChannelHandle(self.src, self.remote.array, self.inbox, s.inbound, s.outbound, s.expected,
+                                   s.err, s.rank, s.peer, s.channel, s.timeout_ns)
+
+    def close(self) -> None:
+        self.remote.close()
+
+
+@cuda.jit(device=True)
+def put(ch, dst_off, src_off, nbytes, tid, nthreads):
+    """Copy ``nbytes`` from our ``src[src_off:]`` to the peer's ``dst[dst_off:]``."""
+    prim.copy_bytes(ch.dst, dst_off, ch.src, src_off, nbytes, tid, nthreads)
+
+
+@cuda.jit(device=True)
+def get(ch, src_off, dst_off, nbytes, tid, nthreads):
+    """Copy ``nbytes`` from the peer's ``dst[dst_off:]`` into our ``src[src_off:]``."""
+    prim.copy_bytes(ch.src, src_off, ch.dst, dst_off, nbytes, tid, nthreads)
+
+
+@cuda.jit(device=True)
+def read(ch, out, out_off, dst_off, nbytes, tid, nthreads):
+    """Copy ``nbytes`` from the peer's ``dst[dst_off:]`` into any local uint8 array ``out[out_off:]``."""
+    prim.copy_bytes(out, out_off, ch.dst, dst_off, nbytes, tid, nthreads)
+
+
+@cuda.jit(device=True)
+def write(ch, dst_off, inp, in_off, nbytes, tid, nthreads):
+    """Copy ``nbytes`` from any local uint8 array ``inp[in_off:]`` to the peer's ``dst[dst_off:]``."""
+    prim.copy_bytes(ch.dst, dst_off, inp, in_off, nbytes, tid, nthreads)
+
+
+@cuda.jit(device=True)
+def signal(ch):
+    """Tell the peer our earlier writes are visible (release, system scope). One thread calls it."""
+    sem.signal(ch)
+
+
+@cuda.jit(device=True)
+def relaxed_signal(ch):
+    """Signal without ordering earlier writes."""
+    sem.relaxed_signal(ch)
+
+
+@cuda.jit(device=True)
+def wait(ch):
+    """Wait for the peer's next signal (acquire); False if the budget ran out (error recorded)."""
+    return sem.wait(ch)
+
+
+@cuda.jit(device=True)
+def poll(ch):
+    """True if the peer's next signal has arrived; never blocks."""
+    return sem.poll(ch)
+
+
+@cuda.jit(device=True)
+def put_packets(ch, dst_off, src_off, nbytes, tid, nthreads, flag):
+    """Send ``nbytes`` of our ``src`` as LL16 packets into the peer's inbox at ``dst_off`` (2x bytes)."""
+    prim.put_packets_ll16(ch.dst, dst_off, ch.src, src_off, nbytes, tid, nthreads, flag)
+
+
+@cuda.jit(device=True)
+def unpack_packets(ch, src_off, pkt_off, nbytes, tid, nthreads, flag):
+    """Wait for LL16 packets in our inbox at ``pkt_off`` and write their data to our ``src[src_off:]``."""
+    return prim.unpack_packets_ll16(ch.src, src_off, ch.pkt, pkt_off, nbytes, tid, nthreads, flag,
+                                    ch.timeout_ns, ch.err, ch.rank, ch.peer, ch.channel, OP_PACKET)
+
+
+@cuda.jit(device=True)
+def put_packets_ll8(ch, dst_off, src_off, nbytes, tid, nthreads, flag):
+    """LL8 variant of put_packets (4 data bytes per 8-byte packet)."""
+    prim.put_packets_ll8(ch.dst, dst_off, ch.src, src_off, nbytes, tid, nthreads, flag)
+
+
+@cuda.jit(device=True)
+def unpack_packets_ll8(ch, src_off, pkt_off, nbytes, tid, nthreads, flag):
+    """LL8 variant of unpack_packets."""
+    return prim.unpack_packets_ll8(ch.src, src_off, ch.pkt, pkt_off, nbytes, tid, nthreads, flag,
+                                   ch.timeout_ns, ch.err, ch.rank, ch.peer, ch.channel, OP_PACKET)
+
+
+@cuda.jit(device=True)
+def packet_flag_begin(flags):
+    """This launch's packet flag for the calling block: one more than its last launch's (never 0)."""
+    f = flags[cuda.blockIdx.x] + 1
+    if f == 0:
+        f = 1
+    return f
+
+
+@cuda.jit(device=True)
+def packet_flag_end(flags, flag):
+    """Store the block's flag after all its threads are done with it (call after syncthreads)."""
+    if cuda.threadIdx.x == 0:
+        flags[cuda.blockIdx.x] = flag

@@ -1,0 +1,195 @@
+"""Composable device primitives every channel and algorithm reuses: byte copy and LL packets.
+
+Buffers are 1-D uint8 arrays addressed by byte offsets; work is spread over ``nthreads``
+cooperating threads, ``tid`` being the caller's index among them.
+
+LL16 packet: four u32 ``{data0, flag, data1, flag}`` written by one 16-byte store (8 data bytes).
+LL8 packet: two u32 ``{data, flag}`` written by one 8-byte store (4 data bytes). A reader spins
+until the flag words equal the expected flag, so data and "ready" arrive together.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import cuda
+
+from .device_errors import record_timeout
+from .ptx import (address_of, globaltimer, load_u32, load_v2, load_v2_volatile, load_v4,
+                  load_v4_volatile, spin_pause, store_u32, store_v2, store_v2_volatile, store_v4,
+                  store_v4_volatile)
+
+LL16_BYTES = 16  # bytes of one LL16 packet
+LL16_DATA = 8    # data bytes it carries
+LL8_BYTES = 8
+LL8_DATA = 4
+
+_U15 = np.uint64(15)
+_U7 = np.uint64(7)
+_U3 = np.uint64(3)
+_ZERO = np.uint64(0)
+
+
+@cuda.jit(device=True)
+def copy_bytes(dst, dst_off, src, src_off, nbytes, tid, nthreads):
+    """Copy ``nbytes`` from ``src[src_off:]`` to ``dst[dst_off:]``: 16-byte vectors when aligned, bytes after."""
+    done = 0
+    if (address_of(dst, dst_off) | address_of(src, src_off)) & _U15 == _ZERO:
+        nvec = nbytes // 16
+        i = tid
+        while i < nvec:
+            a, b, c, d = load_v4(src, src_off + i * 16)
+            store_v4(dst, dst_off + i * 16, a, b, c, d)
+            i += nthreads
+        done = nvec * 16
+    elif (address_of(dst, dst_off) | address_of(src, src_off)) & _U3 == _ZERO:
+        nword = nbytes // 4
+        i = tid
+        while i < nword:
+            store_u32(dst, dst_off + i * 4, load_u32(src, src_off + i * 4))
+            i += nthreads
+        done = nword * 4
+    i = done + tid
+    while i < nbytes:
+        dst[dst_off + i] = src[src_off + i]
+        i += nthreads
+
+
+@cuda.jit(device=True)
+def _gather_word(src, off, nvalid):
+    """Little-endian u32 from ``nvalid`` (1..4) bytes at ``src[off:]``, zero-padded."""
+    w = np.uint32(0)
+    for k in range(4):
+        if k < nvalid:
+            w |= np.uint32(src[off + k]) << np.uint32(8 * k)
+    return w
+
+
+@cuda.jit(device=True)
+def _scatter_word(dst, off, w, nvalid):
+    """Write the low ``nvalid`` bytes of u32 ``w`` to ``dst[off:]``."""
+    for k in range(4):
+        if k < nvalid:
+            dst[off + k] = np.uint8((w >> np.uint32(8 * k)) & np.uint32(0xFF))
+
+
+@cuda.jit(device=True)
+def _data_word(src, off, remaining):
+    """The u32 of data at ``src[off:]`` with ``remaining`` bytes left (aligned fast path)."""
+    if remaining >= 4 and address_of(src, off) & _U3 == _ZERO:
+        return load_u32(src, off)
+    if remaining <= 0:
+        return np.uint32(0)
+    return _gather_word(src, off, min(remaining, 4))
+
+
+@cuda.jit(device=True)
+def _put_word(dst, off, w, remaining):
+    if remaining >= 4 and address_of(dst, off) & _U3 == _ZERO:
+        store_u32(dst, off, w)
+    elif remaining > 0:
+        _scatter_word(dst, off, w, min(remaining, 4))
+
+
+@cuda.jit(device=True)
+def put_packets_ll16(pkt, pkt_off, src, src_off, nbytes, tid, nthreads, flag):
+    """Pack ``nbytes`` of ``src`` into LL16 packets at ``pkt[pkt_off:]`` (2 bytes of packet per data byte)."""
+    npkt = (nbytes + LL16_DATA - 1) // LL16_DATA
+    f = np.uint32(flag)
+    i = tid
+    while i < npkt:
+        off = src_off + i * LL16_DATA
+        rem = nbytes - i * LL16_DATA
+        if rem >= 8 and address_of(src, off) & _U7 == _ZERO:
+            a, c = load_v2(src, off)
+        else:
+            a = _data_word(src, off, rem)
+            c = _data_word(src, off + 4, rem - 4)
+        store_v4_volatile(pkt, pkt_off + i * LL16_BYTES, a, f, c, f)
+        i += nthreads
+
+
+@cuda.jit(device=True)
+def read_packet_ll16(pkt, byte_off, flag, timeout_ns, err, rank, peer, channel, op):
+    """Spin until the LL16 packet at ``byte_off`` carries ``flag``; its two data words, and False on timeout."""
+    f = np.uint32(flag)
+    a, fa, c, fc = load_v4_volatile(pkt, byte_off)
+    if fa == f and fc == f:
+        return a, c, True
+    start = globaltimer()
+    while True:
+        spin_pause()
+        a, fa, c, fc = load_v4_volatile(pkt, byte_off)
+        if fa == f and fc == f:
+            return a, c, True
+        if timeout_ns > 0 and globaltimer() - start > timeout_ns:
+            record_timeout(err, op, rank, peer, channel, flag, fa)
+            return a, c, False
+
+
+@cuda.jit(device=True)
+def unpack_packets_ll16(dst, dst_off, pkt, pkt_off, nbytes, tid, nthreads, flag,
+                        timeout_ns, err, rank, peer, channel, op):
+    """Wait for the LL16 packets at ``pkt[pkt_off:]`` and write their ``nbytes`` of data to ``dst[dst_off:]``."""
+    npkt = (nbytes + LL16_DATA - 1) // LL16_DATA
+    ok = True
+    i = tid
+    while i < npkt:
+        a, c, got = read_packet_ll16(pkt, pkt_off + i * LL16_BYTES, flag, timeout_ns, err,
+                                     rank, peer, channel, op)
+        if not got:
+            return False
+        off = dst_off + i * LL16_DATA
+        rem = nbytes - i * LL16_DATA
+        if rem >= 8 and address_of(dst, off) & _U7 == _ZERO:
+            store_v2(dst, off, a, c)
+        else:
+            _put_word(dst, off, a, rem)
+            _put_word(dst, off + 4, c, rem - 4)
+        i += nthreads
+    return ok
+
+
+@cuda.jit(device=True)
+def put_packets_ll8(pkt, pkt_off, src, src_off, nbytes, tid, nthreads, flag):
+    """Pack ``nbytes`` of ``src`` into LL8 packets at ``pkt[pkt_off:]`` (one 8-byte store each)."""
+    npkt = (nbytes + LL8_DATA - 1) // LL8_DATA
+    f = np.uint32(flag)
+    i = tid
+    while i < npkt:
+        a = _data_word(src, src_off + i * LL8_DATA, nbytes - i * LL8_DATA)
+        store_v2_volatile(pkt, pkt_off + i * LL8_BYTES, a, f)
+        i += nthreads
+
+
+@cuda.jit(device=True)
+def read_packet_ll8(pkt, byte_off, flag, timeout_ns, err, rank, peer, channel, op):
+    """Spin until the LL8 packet at ``byte_off`` carries ``flag``; its data word, and False on timeout."""
+    f = np.uint32(flag)
+    a, fa = load_v2_volatile(pkt, byte_off)
+    if fa == f:
+        return a, True
+    start = globaltimer()
+    while True:
+        spin_pause()
+        a, fa = load_v2_volatile(pkt, byte_off)
+        if fa == f:
+            return a, True
+        if timeout_ns > 0 and globaltimer() - start > timeout_ns:
+            record_timeout(err, op, rank, peer, channel, flag, fa)
+            return a, False
+
+
+@cuda.jit(device=True)
+def unpack_packets_ll8(dst, dst_off, pkt, pkt_off, nbytes, tid, nthreads, flag,
+                       timeout_ns, err, rank, peer, channel, op):
+    """Wait for the LL8 packets at ``pkt[pkt_off:]`` and write their ``nbytes`` of data to ``dst[dst_off:]``."""
+    npkt = (nbytes + LL8_DATA - 1) // LL8_DATA
+    i = tid
+    while i < npkt:
+        a, got = read_packet_ll8(pkt, pkt_off + i * LL8_BYTES, flag, timeout_ns, err,
+                                 rank, peer, channel, op)
+        if not got:
+            return False
+        _put_word(dst, dst_off + i * LL8_DATA, a, nbytes - i * LL8_DATA)
+        i += nthreads
+    return True

@@ -1,0 +1,178 @@
+"""The ``Bootstrap`` interface: small byte messages between ranks during setup.
+
+Subclasses move bytes (``_send``/``_recv``); this class validates arguments, applies the
+default timeout and builds ``all_gather`` and ``barrier`` on point-to-point messages.
+"""
+
+from __future__ import annotations
+
+import abc
+import math
+import operator
+import time
+
+from ...errors import BootstrapError, CommTimeoutError, InvalidUsageError
+from .. import config
+from . import wire
+
+TAG_LIMIT = 2**63                  # user tags are below; tags above are the bootstrap's own
+ALL_GATHER_TAG = TAG_LIMIT
+BARRIER_TAG = TAG_LIMIT + 1
+MAX_RANKS = 2**31
+
+
+class Deadline:
+    """A wait budget started now: ``budget`` seconds, or no limit when ``budget`` is None."""
+
+    __slots__ = ("budget", "_at")
+
+    def __init__(self, budget: float | None) -> None:
+        self.budget = budget
+        self._at = None if budget is None else time.monotonic() + budget
+
+    def remaining(self) -> float | None:
+        """Seconds left (0 once past), or None without a limit."""
+        return None if self._at is None else max(0.0, self._at - time.monotonic())
+
+    def expired(self) -> bool:
+        return self._at is not None and time.monotonic() >= self._at
+
+    def error(self, rank: int, what: str) -> CommTimeoutError:
+        """The timeout error of operation ``what`` on ``rank``."""
+        return CommTimeoutError(f"rank {rank}: {what} timed out after {self.budget} s")
+
+
+def check_timeout(timeout: float | None, name: str = "timeout") -> float | None:
+    """A timeout in seconds as a float (>= 0), or None for no limit (also for ``math.inf``)."""
+    if timeout is None:
+        return None
+    if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or timeout != timeout or timeout < 0:
+        raise InvalidUsageError(f"{name}={timeout!r}: expected seconds >= 0 or None")
+    return None if math.isinf(timeout) else float(timeout)
+
+
+def check_int(value: object, name: str, low: int, high: int) -> int:
+    """``value`` as an int in ``[low, high)``; bools and non-integers are refused."""
+    if isinstance(value, bool):
+        raise InvalidUsageError(f"{name}={value!r}: expected an int")
+    try:
+        number = operator.index(value)
+    except TypeError:
+        raise InvalidUsageError(f"{name}={value!r}: expected an int") from None
+    if not low <= number < high:
+        raise InvalidUsageError(f"{name}={number}: must be in [{low}, {high})")
+    return number
+
+
+class Bootstrap(abc.ABC):
+    """Byte messages between the ``size`` ranks of a job; this object is rank ``rank``.
+
+    Messages between a pair with the same tag arrive in order; different tags are
+    independent queues. Waits default to ``timeout`` (else ``PYMSCCLPP_TIMEOUT_S``).
+    """
+
+    rank: int
+    size: int
+    job_token: bytes
+
+    def __init__(self, rank: int, size: int, timeout: float | None) -> None:
+        self.size = check_int(size, "size", 1, MAX_RANKS)
+        self.rank = check_int(rank, "rank", 0, self.size)
+        self.timeout = config.timeout_s() if timeout is None else check_timeout(timeout)
+        self.max_payload = wire.max_payload()
+        self.closed = False
+
+    def send(self, data: bytes, peer: int, tag: int) -> None:
+        """Queue ``data`` for ``peer`` under ``tag`` (0 <= tag < 2**63); returns once handed over."""
+        payload = self._payload(data)
+        peer, tag = self._check_peer(peer), self._check_tag(tag)
+        self._check_open()
+        self._send(payload, peer, tag, Deadline(self.timeout), f"send to peer {peer} tag {tag}")
+
+    def recv(self, peer: int, tag: int, timeout: float | None = None) -> bytes:
+        """The next message from ``peer`` under ``tag``, waiting at most ``timeout`` seconds."""
+        peer, tag = self._check_peer(peer), self._check_tag(tag)
+        self._check_open()
+        return self._recv(peer, tag, self._deadline(timeout), f"recv from peer {peer} tag {tag}")
+
+    def all_gather(self, data: bytes, timeout: float | None = None) -> list[bytes]:
+        """Every rank's ``data``, indexed by rank; all ranks must call it in the same order."""
+        payload = self._payload(data)
+        self._check_open()
+        return self._all_gather(payload, self._deadline(timeout))
+
+    def barrier(self, timeout: float | None = None) -> None:
+        """Return once every rank has entered the barrier."""
+        self._check_open()
+        self._barrier(self._deadline(timeout))
+
+    def close(self) -> None:
+        """Release connections and threads; idempotent. Peers then see this rank disconnected."""
+        if not self.closed:
+            self.closed = True
+            self._close()
+
+    def __enter__(self) -> Bootstrap:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        state = "closed" if self.closed else "open"
+        return f"<{type(self).__name__} rank {self.rank} of {self.size}, {state}>"
+
+    @abc.abstractmethod
+    def _send(self, payload: bytes, peer: int, tag: int, deadline: Deadline, what: str) -> None:
+        """Hand ``payload`` over to the transport for ``peer``."""
+
+    @abc.abstractmethod
+    def _recv(self, peer: int, tag: int, deadline: Deadline, what: str) -> bytes:
+        """Wait for the next message from ``peer`` under ``tag``."""
+
+    @abc.abstractmethod
+    def _close(self) -> None:
+        """Release the transport's resources."""
+
+    def _all_gather(self, payload: bytes, deadline: Deadline, tag: int = ALL_GATHER_TAG,
+                    op: str = "all_gather") -> list[bytes]:
+        out = [b""] * self.size
+        out[self.rank] = payload
+        peers = [(self.rank + i) % self.size for i in range(1, self.size)]
+        for peer in peers:
+            self._send(payload, peer, tag, deadline, f"{op}: send to peer {peer}")
+        for peer in peers:
+            out[peer] = self._recv(peer, tag, deadline, f"{op}: recv from peer {peer}")
+        return out
+
+    def _barrier(self, deadline: Deadline) -> None:
+        self._all_gather(b"", deadline, BARRIER_TAG, "barrier")
+
+    def _deadline(self, timeout: float | None) -> Deadline:
+        return Deadline(self.timeout if timeout is None else check_timeout(timeout))
+
+    def _check_open(self) -> None:
+        if self.closed:
+            raise BootstrapError(f"rank {self.rank}: bootstrap is closed")
+
+    def _check_peer(self, peer: int) -> int:
+        peer = check_int(peer, "peer", 0, self.size)
+        if peer == self.rank:
+            raise InvalidUsageError(f"rank {self.rank}: peer={peer} is this rank; messages go to other ranks")
+        return peer
+
+    def _check_tag(self, tag: int) -> int:
+        return check_int(tag, "tag", 0, TAG_LIMIT)
+
+    def _payload(self, data: bytes) -> bytes:
+        if isinstance(data, bytes):
+            payload = data
+        else:
+            try:
+                payload = memoryview(data).tobytes()
+            except TypeError:
+                raise InvalidUsageError(f"data must be bytes-like, got {type(data).__name__}") from None
+        if len(payload) > self.max_payload:
+            raise InvalidUsageError(f"rank {self.rank}: message of {len(payload)} bytes exceeds the bootstrap limit "
+                                    f"of {self.max_payload} bytes ({wire.MAX_PAYLOAD_ENV})")
+        return payload

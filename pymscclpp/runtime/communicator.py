@@ -1,0 +1,176 @@
+"""The runtime Communicator: a bootstrap, a device, token pools, and pairwise setup of memory and channels.
+
+Built once per rank (``from_mpi``, ``from_unique_id``, ``from_env`` or from any Bootstrap); the
+collective API and the executor sit on top of it.
+"""
+
+from __future__ import annotations
+
+import os
+import struct
+
+import numpy as np
+
+from .._log import get_logger
+from ..channels.device_errors import ERR_WORDS, describe
+from ..errors import CommTimeoutError, InvalidUsageError
+from . import config
+from .backend import IS_SIM
+from .memory import RegisteredMemory, RemoteMemory, alloc, host_id, view_as
+from .tokens import DevicePool, HostPool, PeerPools
+
+_log = get_logger("comm")
+_POOL_MSG = struct.Struct("<16s64sQ")
+_PAIR_TAG_BASE = 1 << 40  # bootstrap tags at and above this are the communicator's pairwise setup
+
+
+def _max_semaphores() -> int:
+    raw = os.environ.get("PYMSCCLPP_MAX_SEMAPHORES", "4096")
+    try:
+        value = int(raw)
+    except ValueError:
+        raise InvalidUsageError(f"PYMSCCLPP_MAX_SEMAPHORES={raw!r}: expected a positive integer") from None
+    if value <= 0:
+        raise InvalidUsageError(f"PYMSCCLPP_MAX_SEMAPHORES={raw!r}: expected a positive integer")
+    return value
+
+
+class Communicator:
+    """One rank's view of the job: peers, its GPU, and the means to connect channels to peers."""
+
+    def __init__(self, bootstrap, device: int | None = None, timeout_s: float | None = -1.0):
+        self.bootstrap = bootstrap
+        self.rank, self.size = bootstrap.rank, bootstrap.size
+        self.job_token = bootstrap.job_token
+        self.timeout_s = config.timeout_s() if timeout_s == -1.0 else (timeout_s or None)
+        self.timeout_ns = 0 if self.timeout_s is None else int(self.timeout_s * 1e9)
+        self.host_ids = bootstrap.all_gather(host_id())
+        me = self.host_ids[self.rank]
+        self.local_peers = [r for r in range(self.size) if self.host_ids[r] == me]
+        self.local_rank = self.local_peers.index(self.rank)
+        self.device = self._select_device(device)
+        self._pair_seq = [0] * self.size
+        self._closables = []
+        slots = _max_semaphores()
+        self.device_pool = DevicePool(slots, self.job_token, self.rank, self.device)
+        self.host_pool = HostPool(slots)
+        self._err_buf = alloc(ERR_WORDS * 8)
+        self.error_area = view_as(self._err_buf, np.int64)
+        self.peer_pools = self._exchange_pools()
+        _log.info("rank %d/%d up on %s device %d (%d local peers)", self.rank, self.size,
+                  "sim" if IS_SIM else "GPU", self.device, len(self.local_peers))
+
+    # -- construction -------------------------------------------------------------------------
+    @classmethod
+    def from_mpi(cls, mpi_comm=None, **kwargs) -> "Communicator":
+        """From an mpi4py communicator (COMM_WORLD by default)."""
+        from .bootstrap import MpiBootstrap
+        return cls(MpiBootstrap(mpi_comm), **kwargs)
+
+    @classmethod
+    def from_unique_id(cls, unique_id, rank: int, size: int, **kwargs) -> "Communicator":
+        """From a unique id made by ``pymscclpp.get_unique_id()`` on one rank and shared by the launcher."""
+        from .bootstrap import TcpBootstrap
+        return cls(TcpBootstrap(rank, size, unique_id), **kwargs)
+
+    @classmethod
+    def from_env(cls, **kwargs) -> "Communicator":
+        """From torchrun-style RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT."""
+        from .bootstrap import TcpBootstrap
+        return cls(TcpBootstrap.from_env(), **kwargs)
+
+    def _select_device(self, device: int | None) -> int:
+        if IS_SIM:
+            return 0
+        from numba import cuda
+        count = len(cuda.gpus)
+        dev = self.local_rank % count if device is None else device
+        if not 0 <= dev < count:
+            raise InvalidUsageError(f"device {dev} does not exist: this host has {count} GPUs")
+        cuda.select_device(dev)
+        return dev
+
+    def _exchange_pools(self) -> dict[int, PeerPools]:
+        mine = _POOL_MSG.pack(self.job_token, self.host_pool.segment.name.encode(), self.host_pool.segment.nbytes)
+        blobs = self.bootstrap.all_gather(mine + self.device_pool.registered.serialize())
+        pools = {}
+        for peer in self.local_peers:
+            if peer == self.rank:
+                continue
+            token, name, nbytes = _POOL_MSG.unpack(blobs[peer][:_POOL_MSG.size])
+            pools[peer] = PeerPools(blobs[peer][_POOL_MSG.size:], name.rstrip(b"\0").decode(), nbytes,
+                                    self.job_token)
+        self.bootstrap.barrier()  # every peer mapped our segments: they survive our unlinking them
+        return pools
+
+    # -- pairwise setup -----------------------------------------------------------------------
+    def _check_peer(self, peer: int, same_host: bool = False) -> None:
+        if not isinstance(peer, (int, np.integer)) or not 0 <= peer < self.size or peer == self.rank:
+            raise InvalidUsageError(f"rank {self.rank}: peer {peer!r} is not another rank of 0..{self.size - 1}")
+        if same_host and peer not in self.peer_pools:
+            raise InvalidUsageError(f"rank {self.rank}: peer {peer} is on another host; memory channels and "
+                                    "semaphores need the same host (use a PortChannel)")
+
+    def _pair_tag(self, peer: int) -> int:
+        """The next bootstrap tag of this pair's setup sequence (both sides advance in step)."""
+        self._pair_seq[peer] += 1
+        return _PAIR_TAG_BASE + self._pair_seq[peer]
+
+    def register_memory(self, buf) -> RegisteredMemory:
+        """Validate and register a device buffer of this rank."""
+        return RegisteredMemory(buf, job_token=self.job_token, rank=self.rank, device=self.device)
+
+    def exchange_memory(self, buf, peer: int) -> RemoteMemory:
+        """Register ``buf``, send it to ``peer``, and map the buffer ``peer`` sends back (pairwise)."""
+        self._check_peer(peer, same_host=True)
+        reg = self.register_memory(buf)
+        tag = self._pair_tag(peer)
+        self.bootstrap.send(reg.serialize(), peer, tag)
+        remote = RemoteMemory(self.bootstrap.recv(peer, tag), job_token=self.job_token)
+        if remote.rank != peer:
+            raise InvalidUsageError(f"rank {self.rank}: memory handle from peer {peer} claims rank {remote.rank}")
+        self._closables.append(remote)
+        return remote
+
+    def memory_channel(self, peer: int, src, inbox=None):
+        """A MemoryChannel to ``peer`` (both ranks call it): put from ``src`` into the peer's inbox."""
+        from ..channels.memory_channel import MemoryChannel
+        return MemoryChannel(self, peer, src, inbox)
+
+    def memory_channels(self, peers, src, inbox=None) -> dict:
+        """MemoryChannels to each of ``peers`` (in ascending order on every rank), keyed by peer."""
+        return {p: self.memory_channel(p, src, inbox) for p in sorted(peers)}
+
+    # -- errors and teardown ------------------------------------------------------------------
+    def check_device_errors(self) -> None:
+        """Raise CommTimeoutError if a device wait of a finished kernel ran out of budget (and clear it)."""
+        host = self.error_area.copy_to_host() if hasattr(self.error_area, "copy_to_host") else self.error_area.copy()
+        text = describe(host)
+        if text is not None:
+            clear = np.zeros(ERR_WORDS, np.int64)
+            if IS_SIM:
+                self.error_area[:] = clear
+            else:
+                self.error_area.copy_to_device(clear)
+            raise CommTimeoutError(text)
+
+    def barrier(self) -> None:
+        """Host barrier over the bootstrap."""
+        self.bootstrap.barrier()
+
+    def close(self) -> None:
+        """Unmap peers' memory, release token pools and the bootstrap."""
+        for item in self._closables:
+            item.close()
+        self._closables.clear()
+        for pool in self.peer_pools.values():
+            pool.close()
+        self.peer_pools = {}
+        self.host_pool.close()
+        self.bootstrap.close()
+
+    def __enter__(self) -> "Communicator":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()

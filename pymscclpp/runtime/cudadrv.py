@@ -1,0 +1,117 @@
+"""Thin CUDA driver helpers over cuda.bindings (GPU backend only): pointers, IPC handles, pinned host maps.
+
+IPC handles are moved as their 64 raw bytes (numba's IpcHandle pickling breaks with
+cuda-bindings >= 13.4); opened mappings are reference-counted and closed on release.
+"""
+
+from __future__ import annotations
+
+import threading
+
+import numpy as np
+from cuda.bindings import driver as cu
+from numba import cuda
+
+from ..errors import BackendError, RegistrationError
+
+IPC_HANDLE_BYTES = 64
+_open_lock = threading.Lock()
+_opened: dict[bytes, list] = {}  # handle bytes -> [base address, refcount]
+
+
+def check(result, what: str):
+    """Unpack a cuda.bindings result tuple, raising BackendError naming the call on failure."""
+    err, *rest = result if isinstance(result, tuple) else (result,)
+    if err != cu.CUresult.CUDA_SUCCESS:
+        _, msg = cu.cuGetErrorString(err)
+        text = msg.decode() if isinstance(msg, bytes) else str(msg)
+        raise BackendError(f"{what} failed: {err.name} ({text})")
+    if not rest:
+        return None
+    return rest[0] if len(rest) == 1 else tuple(rest)
+
+
+def ensure_context() -> int:
+    """Make numba's context current on this thread; the device ordinal in use."""
+    return cuda.current_context().device.id
+
+
+def pointer_info(ptr: int) -> tuple[str, int, int, int]:
+    """(memory type, device ordinal, allocation base, allocation size) of a pointer."""
+    dptr = cu.CUdeviceptr(ptr)
+    err, mtype = cu.cuPointerGetAttribute(cu.CUpointer_attribute.CU_POINTER_ATTRIBUTE_MEMORY_TYPE, dptr)
+    if err != cu.CUresult.CUDA_SUCCESS:
+        return "host", -1, 0, 0  # unregistered host memory is unknown to the driver
+    kind = {int(cu.CUmemorytype.CU_MEMORYTYPE_DEVICE): "device",
+            int(cu.CUmemorytype.CU_MEMORYTYPE_HOST): "host",
+            int(cu.CUmemorytype.CU_MEMORYTYPE_UNIFIED): "managed"}.get(int(mtype), "unknown")
+    if kind != "device":
+        return kind, -1, 0, 0
+    ordinal = check(cu.cuPointerGetAttribute(
+        cu.CUpointer_attribute.CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL, dptr), "cuPointerGetAttribute(DEVICE_ORDINAL)")
+    base, size = check(cu.cuMemGetAddressRange(dptr), "cuMemGetAddressRange")
+    return kind, int(ordinal), int(base), int(size)
+
+
+def ipc_handle(base: int) -> bytes:
+    """The 64 bytes of the IPC handle of the allocation starting at ``base``."""
+    handle = check(cu.cuIpcGetMemHandle(cu.CUdeviceptr(base)), "cuIpcGetMemHandle")
+    raw = bytes(handle.reserved)
+    if len(raw) != IPC_HANDLE_BYTES:
+        raise BackendError(f"cuIpcGetMemHandle returned {len(raw)} bytes, expected {IPC_HANDLE_BYTES}")
+    return raw
+
+
+def ipc_open(raw: bytes) -> int:
+    """Map a peer allocation from its handle bytes (once per process); its base address here."""
+    with _open_lock:
+        entry = _opened.get(raw)
+        if entry is not None:
+            entry[1] += 1
+            return entry[0]
+        handle = cu.CUipcMemHandle()
+        handle.reserved = raw
+        try:
+            ptr = check(cu.cuIpcOpenMemHandle(handle, cu.CUipcMem_flags.CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS),
+                        "cuIpcOpenMemHandle")
+        except BackendError as exc:
+            raise RegistrationError(f"cannot map the peer's memory: {exc}") from None
+        _opened[raw] = [int(ptr), 1]
+        return int(ptr)
+
+
+def ipc_close(raw: bytes) -> None:
+    """Drop one reference to a mapping; unmap it when the last goes."""
+    with _open_lock:
+        entry = _opened.get(raw)
+        if entry is None:
+            return
+        entry[1] -= 1
+        if entry[1] == 0:
+            del _opened[raw]
+            check(cu.cuIpcCloseMemHandle(cu.CUdeviceptr(entry[0])), "cuIpcCloseMemHandle")
+
+
+def host_register(array: np.ndarray) -> int:
+    """Pin host memory (e.g. a shared-memory segment) and map it for the device; the device address."""
+    flags = cu.CU_MEMHOSTREGISTER_PORTABLE | cu.CU_MEMHOSTREGISTER_DEVICEMAP
+    check(cu.cuMemHostRegister(array.ctypes.data, array.nbytes, flags), "cuMemHostRegister")
+    return int(check(cu.cuMemHostGetDevicePointer(array.ctypes.data, 0), "cuMemHostGetDevicePointer"))
+
+
+def host_unregister(array: np.ndarray) -> None:
+    """Undo host_register."""
+    check(cu.cuMemHostUnregister(array.ctypes.data), "cuMemHostUnregister")
+
+
+def memset(ptr: int, value: int, nbytes: int) -> None:
+    """Set ``nbytes`` bytes at device address ``ptr`` to ``value`` (synchronous)."""
+    check(cu.cuMemsetD8(cu.CUdeviceptr(ptr), value, nbytes), "cuMemsetD8")
+
+
+def device_array(ptr: int, nbytes: int, dtype=np.uint8, owner=None):
+    """A numba device array viewing ``nbytes`` at device address ``ptr`` (memory not owned)."""
+    dtype = np.dtype(dtype)
+    desc = {"shape": (nbytes // dtype.itemsize,), "strides": None, "typestr": dtype.str,
+            "data": (ptr, False), "version": 3}
+    return cuda.from_cuda_array_interface(desc, owner=owner, sync=False)

@@ -1,0 +1,88 @@
+"""A pool of rank processes for tests: each builds a Communicator once, then runs cases on request.
+
+Cases run collectively: ``pool.run(fn, **params)`` calls ``fn(comm, state, **params)`` on every
+rank and returns their results, re-raising the first rank's failure with its traceback. A case
+that does not finish within its budget kills the pool, so a hang becomes a test failure.
+"""
+
+from __future__ import annotations
+
+import multiprocessing as mp
+import os
+import queue
+import traceback
+
+_CTX = mp.get_context("spawn")
+
+
+def _worker(rank: int, size: int, uid_bytes: bytes, env: dict, tasks, results) -> None:
+    os.environ.update(env)
+    from pymscclpp.runtime.bootstrap import UniqueId
+    from pymscclpp.runtime.communicator import Communicator
+    try:
+        comm = Communicator.from_unique_id(UniqueId.from_bytes(uid_bytes), rank, size)
+    except BaseException:
+        results.put((rank, False, traceback.format_exc()))
+        return
+    results.put((rank, True, "ready"))
+    state: dict = {}
+    while True:
+        item = tasks.get()
+        if item is None:
+            break
+        fn, params = item
+        try:
+            results.put((rank, True, fn(comm, state, **params)))
+        except BaseException:
+            results.put((rank, False, traceback.format_exc()))
+    comm.close()
+
+
+class RankPool:
+    """``size`` rank processes on the simulator (or whatever PYMSCCLPP_BACKEND says) sharing one job."""
+
+    def __init__(self, size: int, env: dict | None = None, start_timeout: float = 120.0):
+        from pymscclpp.runtime.bootstrap import get_unique_id
+        self.size = size
+        uid = get_unique_id(addr="127.0.0.1")
+        env = {"PYMSCCLPP_BACKEND": os.environ.get("PYMSCCLPP_BACKEND", "sim"), **(env or {})}
+        self._results = _CTX.Queue()
+        self._tasks = [_CTX.Queue() for _ in range(size)]
+        self._procs = [_CTX.Process(target=_worker, args=(r, size, uid.to_bytes(), env, self._tasks[r],
+                                                          self._results), daemon=True) for r in range(size)]
+        for p in self._procs:
+            p.start()
+        self._collect(start_timeout, "start-up")
+
+    def _collect(self, timeout: float, what: str) -> list:
+        out: list = [None] * self.size
+        errors = []
+        for _ in range(self.size):
+            try:
+                rank, ok, value = self._results.get(timeout=timeout)
+            except queue.Empty:
+                self.close(kill=True)
+                raise TimeoutError(f"{what}: ranks did not answer within {timeout} s (pool killed)") from None
+            if ok:
+                out[rank] = value
+            else:
+                errors.append(f"--- rank {rank} ---\n{value}")
+        if errors:
+            raise AssertionError(f"{what} failed on {len(errors)} rank(s):\n" + "\n".join(sorted(errors)))
+        return out
+
+    def run(self, fn, timeout: float = 120.0, **params) -> list:
+        """Run ``fn(comm, state, **params)`` on every rank; the list of per-rank results."""
+        for q in self._tasks:
+            q.put((fn, params))
+        return self._collect(timeout, f"{fn.__name__}({params})")
+
+    def close(self, kill: bool = False) -> None:
+        for q, p in zip(self._tasks, self._procs):
+            if p.is_alive() and not kill:
+                q.put(None)
+        for p in self._procs:
+            p.join(timeout=0 if kill else 20)
+            if p.is_alive():
+                p.kill()
+                p.join()

@@ -7,9 +7,9 @@ the ring neighbours and asserts on what arrived. ``state`` caches channels betwe
 from __future__ import annotations
 
 import numpy as np
-from numba import cuda
 
 import pymscclpp.channels.memory_channel as mc
+from numba import cuda
 from pymscclpp.runtime.memory import alloc
 
 ARENA = 1 << 16  # bytes of each rank's src buffer and of its inbox
@@ -52,7 +52,9 @@ def _ring_pingpong_kernel(nxt, prv, iters):
 def ring_pingpong(comm, state, iters: int):
     """Each rank signals the next and waits for the previous ``iters`` times; tokens advance by exactly iters."""
     s = _setup(comm, state)
+    comm.barrier()
     before = int(_host(s["prev"].device_handle().inbound)[0])
+    comm.barrier()
     _ring_pingpong_kernel[1, 1](s["next"].device_handle(), s["prev"].device_handle(), iters)
     cuda.synchronize()
     comm.check_device_errors()

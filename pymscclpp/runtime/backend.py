@@ -43,10 +43,11 @@ def _select() -> str:
         already = "sim" if config.ENABLE_CUDASIM else "gpu"
         if asked == "compile" and already == "gpu":
             return "compile"
-        if asked not in ("auto", already):
+        if asked not in ("auto", already) or (already == "gpu" and _gpu_count() == 0):
             raise BackendError(
-                f"PYMSCCLPP_BACKEND={asked} but numba.cuda was already imported in {already} mode; "
-                "import pymscclpp (or set NUMBA_ENABLE_CUDASIM) before numba.cuda")
+                f"numba.cuda was imported in {already} mode before pymscclpp could choose the backend "
+                f"(PYMSCCLPP_BACKEND={asked}, {_gpu_count()} GPUs visible): import pymscclpp before "
+                "numba.cuda, or set NUMBA_ENABLE_CUDASIM=1 for the simulator")
         return already
     if os.environ.get("NUMBA_ENABLE_CUDASIM", "0") not in ("", "0") and asked != "gpu":
         chosen = "sim"

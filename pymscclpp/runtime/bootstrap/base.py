@@ -42,13 +42,18 @@ class Deadline:
         return CommTimeoutError(f"rank {rank}: {what} timed out after {self.budget} s")
 
 
-def check_timeout(timeout: float | None, name: str = "timeout") -> float | None:
+def check_timeout(timeout: float | None) -> float | None:
     """A timeout in seconds as a float (>= 0), or None for no limit (also for ``math.inf``)."""
     if timeout is None:
         return None
     if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or timeout != timeout or timeout < 0:
-        raise InvalidUsageError(f"{name}={timeout!r}: expected seconds >= 0 or None")
+        raise InvalidUsageError(f"timeout={timeout!r}: expected seconds >= 0 or None")
     return None if math.isinf(timeout) else float(timeout)
+
+
+def default_timeout(timeout: float | None) -> float | None:
+    """``timeout`` checked, or when None the configured budget (``PYMSCCLPP_TIMEOUT_S``)."""
+    return config.timeout_s() if timeout is None else check_timeout(timeout)
 
 
 def check_int(value: object, name: str, low: int, high: int) -> int:
@@ -73,12 +78,15 @@ class Bootstrap(abc.ABC):
 
     rank: int
     size: int
-    job_token: bytes
+    job_token: bytes            # 16 bytes naming the job, equal on all ranks
+    timeout: float | None       # default budget of waits, seconds (None: no limit)
+    max_payload: int            # largest message, bytes (PYMSCCLPP_BOOTSTRAP_MAX_MSG)
+    closed: bool
 
     def __init__(self, rank: int, size: int, timeout: float | None) -> None:
         self.size = check_int(size, "size", 1, MAX_RANKS)
         self.rank = check_int(rank, "rank", 0, self.size)
-        self.timeout = config.timeout_s() if timeout is None else check_timeout(timeout)
+        self.timeout = default_timeout(timeout)
         self.max_payload = wire.max_payload()
         self.closed = False
 
@@ -134,8 +142,14 @@ class Bootstrap(abc.ABC):
     def _close(self) -> None:
         """Release the transport's resources."""
 
-    def _all_gather(self, payload: bytes, deadline: Deadline, tag: int = ALL_GATHER_TAG,
-                    op: str = "all_gather") -> list[bytes]:
+    def _all_gather(self, payload: bytes, deadline: Deadline) -> list[bytes]:
+        return self._exchange(payload, deadline, ALL_GATHER_TAG, "all_gather")
+
+    def _barrier(self, deadline: Deadline) -> None:
+        self._exchange(b"", deadline, BARRIER_TAG, "barrier")
+
+    def _exchange(self, payload: bytes, deadline: Deadline, tag: int, op: str) -> list[bytes]:
+        """All-gather over point-to-point messages under the bootstrap's own ``tag``."""
         out = [b""] * self.size
         out[self.rank] = payload
         peers = [(self.rank + i) % self.size for i in range(1, self.size)]
@@ -144,9 +158,6 @@ class Bootstrap(abc.ABC):
         for peer in peers:
             out[peer] = self._recv(peer, tag, deadline, f"{op}: recv from peer {peer}")
         return out
-
-    def _barrier(self, deadline: Deadline) -> None:
-        self._all_gather(b"", deadline, BARRIER_TAG, "barrier")
 
     def _deadline(self, timeout: float | None) -> Deadline:
         return Deadline(self.timeout if timeout is None else check_timeout(timeout))
@@ -165,14 +176,11 @@ class Bootstrap(abc.ABC):
         return check_int(tag, "tag", 0, TAG_LIMIT)
 
     def _payload(self, data: bytes) -> bytes:
-        if isinstance(data, bytes):
-            payload = data
-        else:
-            try:
-                payload = memoryview(data).tobytes()
-            except TypeError:
-                raise InvalidUsageError(f"data must be bytes-like, got {type(data).__name__}") from None
-        if len(payload) > self.max_payload:
-            raise InvalidUsageError(f"rank {self.rank}: message of {len(payload)} bytes exceeds the bootstrap limit "
+        try:
+            view = memoryview(data)
+        except TypeError:
+            raise InvalidUsageError(f"data must be bytes-like, got {type(data).__name__}") from None
+        if view.nbytes > self.max_payload:
+            raise InvalidUsageError(f"rank {self.rank}: message of {view.nbytes} bytes exceeds the bootstrap limit "
                                     f"of {self.max_payload} bytes ({wire.MAX_PAYLOAD_ENV})")
-        return payload
+        return data if isinstance(data, bytes) else view.tobytes()

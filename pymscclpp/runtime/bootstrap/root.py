@@ -65,8 +65,8 @@ class Root:
             if self._stop.is_set():
                 return
             if self._deadline.expired():
-                _log.error("root %s:%d: timed out after %s s with %d of %s ranks registered",
-                           self.host, self.port, self._deadline.budget, len(conns), size)
+                _log.error("root %s:%d: gave up after %s s: %d rank(s) registered, job size %s",
+                           self.host, self.port, self._deadline.budget, len(conns), size or "unknown")
                 return
             try:
                 conn, origin = self._listener.accept()

@@ -16,10 +16,15 @@ HELLO_WAIT_S = 10.0   # a legitimate peer sends its HELLO right after connecting
 ROOT_SRC = 2**32 - 1  # source "rank" of the root's frames
 
 
+def resolve_literal(host: str) -> str:
+    """``host`` as a normalized numeric IPv4/IPv6 address; anything else raises ``ValueError``."""
+    return str(ipaddress.ip_address(host))
+
+
 def resolve(host: str, what: str) -> str:
     """The numeric IPv4/IPv6 address of ``host`` (a name or a literal); ``what`` names the setting."""
     try:
-        return str(ipaddress.ip_address(host))
+        return resolve_literal(host)
     except ValueError:
         pass
     try:
@@ -49,10 +54,10 @@ def listen(host: str, port: int, backlog: int) -> socket.socket:
 def connect(host: str, port: int, deadline: Deadline, rank: int, what: str) -> socket.socket:
     """Connect to ``host:port``, retrying refused attempts (the listener may not be up yet)."""
     pause = 0.01
-    while True:
+    while (remaining := deadline.remaining()) != 0.0:
         sock = socket.socket(family(host), socket.SOCK_STREAM)
         try:
-            sock.settimeout(deadline.remaining())
+            sock.settimeout(remaining)
             sock.connect((host, port))
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
             return sock
@@ -61,25 +66,24 @@ def connect(host: str, port: int, deadline: Deadline, rank: int, what: str) -> s
         except BaseException:
             sock.close()
             raise
-        remaining = deadline.remaining()
-        if remaining == 0.0:
-            raise deadline.error(rank, what)
-        time.sleep(min(pause, remaining) if remaining is not None else pause)
+        time.sleep(pause if remaining is None else min(pause, remaining))
         pause = min(pause * 2, 0.5)
+    raise deadline.error(rank, what)
 
 
-def accept(listener: socket.socket, deadline: Deadline, rank: int, what: str) -> socket.socket:
-    """The next connection on ``listener``, within ``deadline``."""
+def accept(listener: socket.socket, deadline: Deadline, rank: int, what: str) -> tuple[socket.socket, tuple]:
+    """The next connection on ``listener`` and its origin address, within ``deadline``."""
     listener.settimeout(deadline.remaining())
     try:
-        conn, _ = listener.accept()
+        conn, origin = listener.accept()
     except TimeoutError:
         raise deadline.error(rank, what) from None
     conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-    return conn
+    return conn, origin
 
 
 def send_frame(sock: socket.socket, frame: bytes, deadline: Deadline, rank: int, what: str) -> None:
+    """Send one encoded frame on a blocking socket within ``deadline``."""
     sock.settimeout(deadline.remaining())
     try:
         sock.sendall(frame)

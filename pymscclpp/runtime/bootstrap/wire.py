@@ -82,13 +82,15 @@ def decode_header(buf: bytes, limit: int = DEFAULT_MAX_PAYLOAD) -> Header:
         raise BootstrapError(f"bad frame magic {magic!r} (expected {MAGIC!r}): not a pymscclpp bootstrap peer")
     if version != VERSION:
         raise BootstrapError(f"unsupported bootstrap wire version {version} (this side speaks {VERSION})")
-    if kind not in Kind._value2member_map_:
-        raise BootstrapError(f"unknown frame kind {kind}")
+    try:
+        kind = Kind(kind)
+    except ValueError:
+        raise BootstrapError(f"unknown frame kind {kind}") from None
     if reserved:
         raise BootstrapError(f"reserved header field is {reserved}, expected 0")
     if length > limit:
         raise BootstrapError(f"frame payload of {length} bytes exceeds the limit of {limit} bytes ({MAX_PAYLOAD_ENV})")
-    return Header(Kind(kind), src, tag, length)
+    return Header(kind, src, tag, length)
 
 
 def decode(buf: bytes, limit: int = DEFAULT_MAX_PAYLOAD) -> Frame:

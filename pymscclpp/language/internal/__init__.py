@@ -1,0 +1,1 @@
+"""Compiler internals of the DSL: IR, passes (fusion, sync, replication) and JSON emission."""

@@ -1,0 +1,540 @@
+"""Execution plans in MSCCL++'s JSON format (the v0.8 DSL's output): dataclasses, loader and validator.
+
+``load_plan`` accepts a JSON string, a path-like, or an already-parsed dict, checks every field, and
+raises ``PlanError`` whose message starts with the JSON path of the bad field, for example
+``gpus[1].threadblocks[0].ops[3].dst_buff[0].index: ...``. Plans written by MSCCL++'s own DSL load as they are,
+except those using switch (NVLS) channels, which these machines cannot run.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass, field
+from typing import Any
+
+from .opcodes import ALL_OPS, CHANNEL_SYNC_OPS, DATA_OPS, PACKET_ROLES, REMOTE_ROLES, SEMAPHORE_OPS, SWITCH_OPS, roles
+
+BUFFER_CODES = ("i", "o", "s")
+CHANNEL_TYPES = ("memory", "port")
+REDUCE_OPS = ("sum", "min", "max")
+MAX_MESSAGE_SIZE = 2**64 - 1
+
+
+class PlanError(ValueError):
+    """A plan is malformed; the message starts with the JSON path of the offending field."""
+
+
+@dataclass
+class BufferRef:
+    """A chunk range named by an op: local (``type`` set) or remote (``buffer_id`` into the thread block's refs)."""
+
+    index: int
+    size: int
+    type: str | None = None
+    buffer_id: int | None = None
+
+    @property
+    def remote(self) -> bool:
+        return self.buffer_id is not None
+
+    def to_dict(self) -> dict:
+        head = {"buffer_id": self.buffer_id} if self.remote else {"type": self.type}
+        return {**head, "index": self.index, "size": self.size}
+
+
+@dataclass
+class Op:
+    """One instruction of a thread block; fields that an op code does not use stay empty."""
+
+    name: str
+    src_buff: list[BufferRef] = field(default_factory=list)
+    dst_buff: list[BufferRef] = field(default_factory=list)
+    channel_type: str | None = None
+    channel_ids: list[int] = field(default_factory=list)
+    reduce_op: str | None = None
+    tbg: tuple[int, int] | None = None  # (tb_id, tbg_size)
+    barrier_id: int | None = None
+    num_threadblocks: int | None = None
+    semaphore_ids: list[int] = field(default_factory=list)
+    iter_context: tuple[int, int] | None = None  # (unit_size bytes, num_chunks)
+    ops: list["Op"] = field(default_factory=list)
+
+    def to_dict(self) -> dict:
+        out: dict[str, Any] = {"name": self.name}
+        if self.src_buff:
+            out["src_buff"] = [b.to_dict() for b in self.src_buff]
+        if self.dst_buff:
+            out["dst_buff"] = [b.to_dict() for b in self.dst_buff]
+        if self.channel_ids:
+            out["channel_ids"] = list(self.channel_ids)
+        if self.channel_type is not None:
+            out["channel_type"] = self.channel_type
+        if self.reduce_op is not None:
+            out["reduce_op"] = self.reduce_op
+        if self.tbg is not None:
+            out["tbg_info"] = {"tb_id": self.tbg[0], "tbg_size": self.tbg[1]}
+        if self.barrier_id is not None:
+            out["barrier_id"] = self.barrier_id
+            out["num_threadblocks"] = self.num_threadblocks
+        if self.semaphore_ids:
+            out["semaphore_ids"] = list(self.semaphore_ids)
+        if self.iter_context is not None:
+            out["iter_context"] = {"unit_size": self.iter_context[0], "num_chunks": self.iter_context[1]}
+            out["ops"] = [op.to_dict() for op in self.ops]
+        return out
+
+
+@dataclass
+class ThreadBlock:
+    """A thread block: ordered ops, and the gpu-level channels / remote buffers its ops index into."""
+
+    id: int
+    ops: list[Op]
+    channels: dict[str, list[int]]  # channel type -> gpu channel indices; an op's channel id is a position here
+    remote_buffer_refs: dict[str, list[int]]  # access channel type -> gpu remote buffer ids
+
+    def to_dict(self) -> dict:
+        return {
+            "id": self.id,
+            "ops": [op.to_dict() for op in self.ops],
+            "channels": [{"channel_type": t, "channel_ids": ids} for t, ids in self.channels.items() if ids],
+            "remote_buffer_refs": [
+                {"access_channel_type": t, "remote_buffer_ids": ids} for t, ids in self.remote_buffer_refs.items() if ids
+            ],
+        }
+
+
+@dataclass
+class RemoteBuffer:
+    """A peer's buffer this gpu accesses, and the channel types it is reached through."""
+
+    rank: int
+    type: str
+    access_channel_types: list[str]
+
+    def to_dict(self) -> dict:
+        return {"rank": self.rank, "type": self.type, "access_channel_types": list(self.access_channel_types)}
+
+
+@dataclass
+class Gpu:
+    """One rank of the plan."""
+
+    id: int
+    input_chunks: int
+    output_chunks: int
+    scratch_chunks: int
+    threadblocks: list[ThreadBlock]
+    channels: dict[str, list[int]]  # channel type -> peer of each gpu channel, in channel-index order
+    remote_buffers: list[RemoteBuffer]
+    semaphores: list[int]  # initial values
+
+    def chunks(self, buffer_code: str) -> int:
+        """Number of chunks of buffer ``"i"``, ``"o"`` or ``"s"``."""
+        return {"i": self.input_chunks, "o": self.output_chunks, "s": self.scratch_chunks}[buffer_code]
+
+    def to_dict(self) -> dict:
+        return {
+            "id": self.id,
+            "input_chunks": self.input_chunks,
+            "output_chunks": self.output_chunks,
+            "scratch_chunks": self.scratch_chunks,
+            "threadblocks": [tb.to_dict() for tb in self.threadblocks],
+            "channels": [{"channel_type": t, "connected_to": peers} for t, peers in self.channels.items() if peers],
+            "remote_buffers": [rb.to_dict() for rb in self.remote_buffers],
+            "semaphores": [{"init_value": v} for v in self.semaphores],
+        }
+
+
+@dataclass
+class Plan:
+    """A whole execution plan: global settings and one ``Gpu`` per rank (``gpus[r].id == r``)."""
+
+    name: str
+    collective: str
+    protocol: str
+    inplace: bool
+    gpus: list[Gpu]
+    reuse_resources: bool = False
+    num_threads_per_block: int = 1024
+    use_double_scratch_buffer: bool = False
+    buffer_alignment: int = 16
+    min_message_size: int = 0
+    max_message_size: int = MAX_MESSAGE_SIZE
+
+    @property
+    def num_ranks(self) -> int:
+        return len(self.gpus)
+
+    def remote_buffer(self, rank: int, tb: int, channel_type: str, buffer_id: int) -> RemoteBuffer:
+        """The peer buffer that ``buffer_id`` names in an op of ``channel_type`` on thread block ``tb``."""
+        gpu = self.gpus[rank]
+        return gpu.remote_buffers[gpu.threadblocks[tb].remote_buffer_refs[channel_type][buffer_id]]
+
+    def channel(self, rank: int, tb: int, channel_type: str, channel_id: int) -> int:
+        """The gpu-level channel index behind thread block ``tb``'s channel ``channel_id``."""
+        return self.gpus[rank].threadblocks[tb].channels[channel_type][channel_id]
+
+    def paired_channel(self, rank: int, channel_type: str, channel: int) -> tuple[int, int | None]:
+        """(peer, peer's channel index) of the other end of a channel; the k-th channel from a to b
+        pairs with the k-th channel from b to a, as the MSCCL++ executor connects them. None: no partner."""
+        peers = self.gpus[rank].channels.get(channel_type, [])
+        peer = peers[channel]
+        occurrence = peers[:channel].count(peer)
+        back = [i for i, p in enumerate(self.gpus[peer].channels.get(channel_type, [])) if p == rank]
+        return peer, (back[occurrence] if occurrence < len(back) else None)
+
+    def to_dict(self) -> dict:
+        return {
+            "name": self.name,
+            "collective": self.collective,
+            "protocol": self.protocol,
+            "inplace": self.inplace,
+            "reuse_resources": self.reuse_resources,
+            "gpus": [gpu.to_dict() for gpu in self.gpus],
+            "num_threads_per_block": self.num_threads_per_block,
+            "use_double_scratch_buffer": self.use_double_scratch_buffer,
+            "buffer_alignment": self.buffer_alignment,
+            "min_message_size": self.min_message_size,
+            "max_message_size": self.max_message_size,
+        }
+
+    def to_json(self, indent: int | None = 2) -> str:
+        return json.dumps(self.to_dict(), indent=indent)
+
+
+def load_plan(source: "str | os.PathLike | dict | Plan") -> Plan:
+    """Parse and validate a plan given as JSON text, a file path, a dict, or a ``Plan`` (returned as is)."""
+    if isinstance(source, Plan):
+        return source
+    if isinstance(source, os.PathLike) or (isinstance(source, str) and not source.lstrip().startswith("{")):
+        with open(source, encoding="utf-8") as f:
+            source = f.read()
+    if isinstance(source, str):
+        try:
+            source = json.loads(source)
+        except json.JSONDecodeError as e:
+            raise PlanError(f"<plan>: not valid JSON: {e}") from None
+    return _Loader().plan(source)
+
+
+def _fail(path: str, reason: str) -> PlanError:
+    return PlanError(f"{path}: {reason}")
+
+
+def _get(obj: dict, key: str, path: str, kind: type | tuple, default: Any = ...) -> Any:
+    """``obj[key]`` checked to be of ``kind`` (bool is not an int); ``default`` when absent if given."""
+    if key not in obj:
+        if default is ...:
+            raise _fail(f"{path}.{key}" if path else key, "missing")
+        return default
+    value = obj[key]
+    kinds = kind if isinstance(kind, tuple) else (kind,)
+    if (isinstance(value, bool) and bool not in kinds) or not isinstance(value, kinds):
+        names = " or ".join(k.__name__ for k in kinds)
+        raise _fail(f"{path}.{key}" if path else key, f"expected {names}, got {type(value).__name__} {value!r}")
+    return value
+
+
+def _nat(obj: dict, key: str, path: str, default: Any = ..., minimum: int = 0) -> int:
+    value = _get(obj, key, path, int, default)
+    if value < minimum:
+        raise _fail(f"{path}.{key}", f"must be >= {minimum}, got {value}")
+    return value
+
+
+def _list(obj: dict, key: str, path: str, default: Any = ...) -> list:
+    return _get(obj, key, path, list, default)
+
+
+def _dict_at(value: Any, path: str) -> dict:
+    if not isinstance(value, dict):
+        raise _fail(path, f"expected an object, got {type(value).__name__}")
+    return value
+
+
+class _Loader:
+    """Builds the dataclasses, validating each field as it goes (two passes: structure, then cross-references)."""
+
+    def plan(self, obj: Any) -> Plan:
+        obj = _dict_at(obj, "<plan>")
+        protocol = _get(obj, "protocol", "", str)
+        if protocol not in ("Simple", "LL"):
+            raise _fail("protocol", f"must be 'Simple' or 'LL', got {protocol!r}")
+        gpus_raw = _list(obj, "gpus", "")
+        if not gpus_raw:
+            raise _fail("gpus", "a plan needs at least one gpu")
+        self.num_ranks = len(gpus_raw)
+        gpus = [self.gpu(_dict_at(g, f"gpus[{i}]"), i) for i, g in enumerate(gpus_raw)]
+        plan = Plan(
+            name=_get(obj, "name", "", str),
+            collective=_get(obj, "collective", "", str),
+            protocol=protocol,
+            inplace=_get(obj, "inplace", "", bool),
+            gpus=gpus,
+            reuse_resources=_get(obj, "reuse_resources", "", bool, False),
+            num_threads_per_block=_nat(obj, "num_threads_per_block", "", 1024, minimum=1),
+            use_double_scratch_buffer=_get(obj, "use_double_scratch_buffer", "", bool, False),
+            buffer_alignment=_nat(obj, "buffer_alignment", "", 16, minimum=1),
+            min_message_size=_nat(obj, "min_message_size", "", 0),
+            max_message_size=_nat(obj, "max_message_size", "", MAX_MESSAGE_SIZE),
+        )
+        if plan.min_message_size > plan.max_message_size:
+            raise _fail("min_message_size", f"{plan.min_message_size} exceeds max_message_size {plan.max_message_size}")
+        for r, gpu in enumerate(gpus):
+            self.cross_check_gpu(plan, gpu, f"gpus[{r}]")
+        return plan
+
+    def gpu(self, obj: dict, r: int) -> Gpu:
+        path = f"gpus[{r}]"
+        if _get(obj, "id", path, int) != r:
+            raise _fail(f"{path}.id", f"must equal its position {r}, got {obj['id']}")
+        counts = {k: _nat(obj, k, path) for k in ("input_chunks", "output_chunks", "scratch_chunks")}
+        if counts["input_chunks"] == 0 and counts["output_chunks"] == 0:
+            raise _fail(f"{path}.input_chunks", "input_chunks and output_chunks cannot both be 0")
+        channels: dict[str, list[int]] = {}
+        for i, ch in enumerate(_list(obj, "channels", path, [])):
+            cpath = f"{path}.channels[{i}]"
+            ch = _dict_at(ch, cpath)
+            ctype = self.channel_type(ch, "channel_type", cpath)
+            for j, peer in enumerate(_list(ch, "connected_to", cpath)):
+                self.rank_ref(peer, f"{cpath}.connected_to[{j}]", not_self=r)
+                channels.setdefault(ctype, []).append(peer)
+        remote_buffers = []
+        for i, rb in enumerate(_list(obj, "remote_buffers", path, [])):
+            bpath = f"{path}.remote_buffers[{i}]"
+            rb = _dict_at(rb, bpath)
+            rank = self.rank_ref(_get(rb, "rank", bpath, int), f"{bpath}.rank", not_self=r)
+            access = _list(rb, "access_channel_types", bpath)
+            for j, t in enumerate(access):
+                if t not in CHANNEL_TYPES:
+                    raise _fail(f"{bpath}.access_channel_types[{j}]", f"must be one of {CHANNEL_TYPES}, got {t!r}")
+            remote_buffers.append(RemoteBuffer(rank, self.buffer_code(rb, "type", bpath), list(access)))
+        semaphores = [
+            _nat(_dict_at(s, f"{path}.semaphores[{i}]"), "init_value", f"{path}.semaphores[{i}]")
+            for i, s in enumerate(_list(obj, "semaphores", path, []))
+        ]
+        tbs = [self.threadblock(_dict_at(tb, f"{path}.threadblocks[{j}]"), f"{path}.threadblocks[{j}]", j)
+               for j, tb in enumerate(_list(obj, "threadblocks", path))]
+        return Gpu(r, counts["input_chunks"], counts["output_chunks"], counts["scratch_chunks"], tbs, channels,
+                   remote_buffers, semaphores)
+
+    def threadblock(self, obj: dict, path: str, j: int) -> ThreadBlock:
+        if _get(obj, "id", path, int) != j:
+            raise _fail(f"{path}.id", f"must equal its position {j}, got {obj['id']}")
+        channels: dict[str, list[int]] = {}
+        for i, ch in enumerate(_list(obj, "channels", path, [])):
+            cpath = f"{path}.channels[{i}]"
+            ch = _dict_at(ch, cpath)
+            ctype = self.channel_type(ch, "channel_type", cpath)
+            ids = _list(ch, "channel_ids", cpath)
+            for k, cid in enumerate(ids):
+                if isinstance(cid, bool) or not isinstance(cid, int) or cid < 0:
+                    raise _fail(f"{cpath}.channel_ids[{k}]", f"expected a channel index, got {cid!r}")
+            channels.setdefault(ctype, []).extend(ids)
+        refs: dict[str, list[int]] = {}
+        for i, ref in enumerate(_list(obj, "remote_buffer_refs", path, [])):
+            rpath = f"{path}.remote_buffer_refs[{i}]"
+            ref = _dict_at(ref, rpath)
+            ctype = self.channel_type(ref, "access_channel_type", rpath)
+            ids = _list(ref, "remote_buffer_ids", rpath)
+            for k, bid in enumerate(ids):
+                if isinstance(bid, bool) or not isinstance(bid, int) or bid < 0:
+                    raise _fail(f"{rpath}.remote_buffer_ids[{k}]", f"expected a remote buffer index, got {bid!r}")
+            refs.setdefault(ctype, []).extend(ids)
+        ops = [self.op(_dict_at(op, f"{path}.ops[{i}]"), f"{path}.ops[{i}]", nested=False)
+               for i, op in enumerate(_list(obj, "ops", path))]
+        return ThreadBlock(j, ops, channels, refs)
+
+    def op(self, obj: dict, path: str, nested: bool) -> Op:
+        name = _get(obj, "name", path, str)
+        if name in SWITCH_OPS:
+            raise _fail(f"{path}.name", f"{name!r} needs switch (NVLS) channels, which are not supported")
+        if name not in ALL_OPS:
+            raise _fail(f"{path}.name", f"unknown op {name!r}")
+        op = Op(name)
+        if "channel_type" in obj:
+            op.channel_type = self.channel_type(obj, "channel_type", path)
+        op.channel_ids = [self.nat_item(v, f"{path}.channel_ids[{i}]") for i, v in enumerate(_list(obj, "channel_ids", path, []))]
+        op.src_buff = [self.buffer_ref(b, f"{path}.src_buff[{i}]") for i, b in enumerate(_list(obj, "src_buff", path, []))]
+        op.dst_buff = [self.buffer_ref(b, f"{path}.dst_buff[{i}]") for i, b in enumerate(_list(obj, "dst_buff", path, []))]
+        if "reduce_op" in obj:
+            op.reduce_op = _get(obj, "reduce_op", path, str)
+            if op.reduce_op not in REDUCE_OPS:
+                raise _fail(f"{path}.reduce_op", f"must be one of {REDUCE_OPS}, got {op.reduce_op!r}")
+        if "tbg_info" in obj:
+            tpath = f"{path}.tbg_info"
+            tbg = _dict_at(obj["tbg_info"], tpath)
+            size = _nat(tbg, "tbg_size", tpath, minimum=1)
+            tb_id = _nat(tbg, "tb_id", tpath)
+            if tb_id >= size:
+                raise _fail(f"{tpath}.tb_id", f"{tb_id} is not below tbg_size {size}")
+            op.tbg = (tb_id, size)
+        if name == "barrier":
+            op.barrier_id = _nat(obj, "barrier_id", path)
+            op.num_threadblocks = _nat(obj, "num_threadblocks", path, minimum=1)
+        if name in SEMAPHORE_OPS:
+            op.semaphore_ids = [self.nat_item(v, f"{path}.semaphore_ids[{i}]")
+                                for i, v in enumerate(_list(obj, "semaphore_ids", path))]
+            if not op.semaphore_ids:
+                raise _fail(f"{path}.semaphore_ids", "needs at least one semaphore")
+        if name == "pipeline":
+            if nested:
+                raise _fail(f"{path}.name", "a pipeline cannot be nested in another pipeline")
+            ipath = f"{path}.iter_context"
+            ctx = _dict_at(_get(obj, "iter_context", path, dict), ipath)
+            op.iter_context = (_nat(ctx, "unit_size", ipath, minimum=1), _nat(ctx, "num_chunks", ipath, minimum=1))
+            op.ops = [self.op(_dict_at(o, f"{path}.ops[{i}]"), f"{path}.ops[{i}]", nested=True)
+                      for i, o in enumerate(_list(obj, "ops", path))]
+        return op
+
+    def buffer_ref(self, obj: Any, path: str) -> BufferRef:
+        obj = _dict_at(obj, path)
+        if "switch_channel_id" in obj:
+            raise _fail(f"{path}.switch_channel_id", "switch (NVLS) channels are not supported")
+        ref = BufferRef(index=_nat(obj, "index", path), size=_nat(obj, "size", path, minimum=1))
+        if "buffer_id" in obj:
+            ref.buffer_id = _nat(obj, "buffer_id", path)
+        elif "type" in obj:
+            ref.type = self.buffer_code(obj, "type", path)
+        else:
+            raise _fail(path, "needs 'type' (a local buffer) or 'buffer_id' (a remote buffer)")
+        return ref
+
+    def channel_type(self, obj: dict, key: str, path: str) -> str:
+        value = _get(obj, key, path, str)
+        if value == "switch":
+            raise _fail(f"{path}.{key}", "switch (NVLS) channels are not supported")
+        if value not in CHANNEL_TYPES:
+            raise _fail(f"{path}.{key}", f"must be one of {CHANNEL_TYPES}, got {value!r}")
+        return value
+
+    @staticmethod
+    def buffer_code(obj: dict, key: str, path: str) -> str:
+        value = _get(obj, key, path, str)
+        if value not in BUFFER_CODES:
+            raise _fail(f"{path}.{key}", f"must be one of {BUFFER_CODES}, got {value!r}")
+        return value
+
+    @staticmethod
+    def nat_item(value: Any, path: str) -> int:
+        if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+            raise _fail(path, f"expected a non-negative integer, got {value!r}")
+        return value
+
+    def rank_ref(self, value: Any, path: str, not_self: int) -> int:
+        if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value < self.num_ranks:
+            raise _fail(path, f"expected a rank in [0, {self.num_ranks}), got {value!r}")
+        if value == not_self:
+            raise _fail(path, f"rank {value} cannot connect to itself")
+        return value
+
+    # -- second pass: references between gpus, thread blocks and ops ------------------------------
+
+    def cross_check_gpu(self, plan: Plan, gpu: Gpu, path: str) -> None:
+        for i, rb in enumerate(gpu.remote_buffers):
+            for t in rb.access_channel_types:
+                if rb.rank not in gpu.channels.get(t, []):
+                    raise _fail(f"{path}.remote_buffers[{i}]",
+                                f"reached through a {t} channel, but rank {gpu.id} has no {t} channel to rank {rb.rank}")
+        for tb in gpu.threadblocks:
+            tpath = f"{path}.threadblocks[{tb.id}]"
+            for t, ids in tb.channels.items():
+                for k, cid in enumerate(ids):
+                    if cid >= len(gpu.channels.get(t, [])):
+                        raise _fail(f"{tpath}.channels", f"{t} channel {cid} (entry {k}) does not exist on rank {gpu.id}")
+            for t, ids in tb.remote_buffer_refs.items():
+                for k, bid in enumerate(ids):
+                    if bid >= len(gpu.remote_buffers):
+                        raise _fail(f"{tpath}.remote_buffer_refs", f"remote buffer {bid} (entry {k}) does not exist")
+                    if t not in gpu.remote_buffers[bid].access_channel_types:
+                        raise _fail(f"{tpath}.remote_buffer_refs", f"remote buffer {bid} is not accessible through {t} channels")
+            for i, op in enumerate(tb.ops):
+                self.cross_check_op(plan, gpu, tb, op, f"{tpath}.ops[{i}]")
+                for j, inner in enumerate(op.ops):
+                    self.cross_check_op(plan, gpu, tb, inner, f"{tpath}.ops[{i}].ops[{j}]")
+
+    def cross_check_op(self, plan: Plan, gpu: Gpu, tb: ThreadBlock, op: Op, path: str) -> None:
+        if op.name in CHANNEL_SYNC_OPS:
+            allowed = ("port",) if op.name == "flush" else CHANNEL_TYPES
+            if op.channel_type not in allowed:
+                raise _fail(f"{path}.channel_type", f"{op.name} needs channel_type in {allowed}, got {op.channel_type!r}")
+            self.check_channel_ids(tb, op, path, required=True)
+            if len(set(op.channel_ids)) != len(op.channel_ids):
+                raise _fail(f"{path}.channel_ids", f"repeats a channel: {op.channel_ids}")
+        elif op.name == "barrier":
+            if op.num_threadblocks > len(gpu.threadblocks):
+                raise _fail(f"{path}.num_threadblocks", f"{op.num_threadblocks} exceeds the {len(gpu.threadblocks)} thread blocks of rank {gpu.id}")
+        elif op.name in SEMAPHORE_OPS:
+            for k, sid in enumerate(op.semaphore_ids):
+                if sid >= len(gpu.semaphores):
+                    raise _fail(f"{path}.semaphore_ids[{k}]", f"semaphore {sid} does not exist on rank {gpu.id}")
+        elif op.name in DATA_OPS:
+            self.cross_check_data_op(plan, gpu, tb, op, path)
+
+    def check_channel_ids(self, tb: ThreadBlock, op: Op, path: str, required: bool) -> None:
+        if required and not op.channel_ids:
+            raise _fail(f"{path}.channel_ids", f"{op.name} needs at least one channel")
+        available = len(tb.channels.get(op.channel_type, []))
+        for k, cid in enumerate(op.channel_ids):
+            if cid >= available:
+                raise _fail(f"{path}.channel_ids[{k}]",
+                            f"thread block {tb.id} has {available} {op.channel_type} channels, no channel {cid}")
+
+    def cross_check_data_op(self, plan: Plan, gpu: Gpu, tb: ThreadBlock, op: Op, path: str) -> None:
+        shape = DATA_OPS[op.name]
+        for side, head, rest, refs in (("src_buff", shape.src_head, shape.src_rest, op.src_buff),
+                                       ("dst_buff", shape.dst_head, shape.dst_rest, op.dst_buff)):
+            if len(refs) < len(head) or (rest is None and len(refs) != len(head)):
+                want = f"{len(head)}" if rest is None else f"at least {len(head)}"
+                raise _fail(f"{path}.{side}", f"{op.name} takes {want} buffers, got {len(refs)}")
+        if shape.paired and (len(op.src_buff) != len(op.dst_buff) or not op.src_buff):
+            raise _fail(f"{path}.dst_buff", f"{op.name} needs as many dst as src buffers (>= 1), got {len(op.src_buff)} and {len(op.dst_buff)}")
+        src_roles, dst_roles = roles(op.name, len(op.src_buff), len(op.dst_buff))
+        if any(r in REMOTE_ROLES for r in src_roles + dst_roles):
+            if op.channel_type not in shape.channel_types:
+                raise _fail(f"{path}.channel_type",
+                            f"{op.name} with remote buffers needs channel_type in {sorted(shape.channel_types)}, got {op.channel_type!r}")
+        remote_dsts = [i for i, r in enumerate(dst_roles) if r in REMOTE_ROLES]
+        if op.channel_type == "port" and op.name in ("put", "pws", "pwsf", "ppkt", "rppkt"):
+            if len(op.channel_ids) != len(remote_dsts):
+                raise _fail(f"{path}.channel_ids", f"a port {op.name} needs one channel per remote dst ({len(remote_dsts)}), got {len(op.channel_ids)}")
+        if op.channel_ids:
+            self.check_channel_ids(tb, op, path, required=False)
+        for side, refs, rls in (("src_buff", op.src_buff, src_roles), ("dst_buff", op.dst_buff, dst_roles)):
+            for k, (ref, role) in enumerate(zip(refs, rls)):
+                self.check_ref(plan, gpu, tb, op, ref, role, f"{path}.{side}[{k}]")
+        if op.channel_type == "port" and op.channel_ids:
+            for k, (i, cid) in enumerate(zip(remote_dsts, op.channel_ids)):
+                peer = gpu.channels["port"][tb.channels["port"][cid]]
+                target = plan.remote_buffer(gpu.id, tb.id, "port", op.dst_buff[i].buffer_id).rank
+                if peer != target:
+                    raise _fail(f"{path}.channel_ids[{k}]", f"port channel {cid} leads to rank {peer}, but dst_buff[{i}] is on rank {target}")
+        sizes = {ref.size for ref in op.src_buff + op.dst_buff}
+        if shape.paired:
+            for k, (s, d) in enumerate(zip(op.src_buff, op.dst_buff)):
+                if s.size != d.size:
+                    raise _fail(f"{path}.dst_buff[{k}].size", f"{d.size} differs from src_buff[{k}].size {s.size}")
+        elif len(sizes) > 1:
+            raise _fail(f"{path}", f"{op.name} needs equal sizes for all buffers, got {sorted(sizes)}")
+
+    def check_ref(self, plan: Plan, gpu: Gpu, tb: ThreadBlock, op: Op, ref: BufferRef, role: str, path: str) -> None:
+        if role in REMOTE_ROLES:
+            if not ref.remote:
+                raise _fail(path, f"{op.name} expects a remote buffer here ('buffer_id'), got local type {ref.type!r}")
+            refs = tb.remote_buffer_refs.get(op.channel_type, [])
+            if ref.buffer_id >= len(refs):
+                raise _fail(f"{path}.buffer_id", f"thread block {tb.id} has {len(refs)} {op.channel_type} remote buffers, no buffer {ref.buffer_id}")
+            rb = plan.remote_buffer(gpu.id, tb.id, op.channel_type, ref.buffer_id)
+            owner, code = plan.gpus[rb.rank], rb.type
+        else:
+            if ref.remote:
+                raise _fail(path, f"{op.name} expects a local buffer here ('type'), got buffer_id {ref.buffer_id}")
+            owner, code = gpu, ref.type
+        if role in PACKET_ROLES and code != "s":
+            raise _fail(path, f"{op.name} keeps packets here, which must be in the scratch buffer, not {code!r}")
+        limit = owner.chunks(code)
+        if ref.index + ref.size > limit:
+            raise _fail(f"{path}.index", f"chunks [{ref.index}, {ref.index + ref.size}) exceed the {limit} "
+                                         f"'{code}' chunks of rank {owner.id}")

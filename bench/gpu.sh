@@ -1,0 +1,33 @@
+#!/usr/bin/env bash
+# One call on a fresh 2-GPU machine: install what the image lacks, run the GPU tests and benchmarks.
+# Usage: bash bench/gpu.sh OUTDIR   (logs and JSON land in OUTDIR; a short summary prints last)
+set -u
+out=${1:?usage: bench/gpu.sh OUTDIR}
+mkdir -p "$out"
+cd "$(dirname "$0")/.."
+if ls .whl/*.whl >/dev/null 2>&1; then  # the image's numpy 2.5 breaks numba-cuda: carried wheels fix that
+  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl || exit 1
+  export PYTHONPATH=/tmp/site:$PWD
+else
+  export PYTHONPATH=$PWD
+fi
+export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1  # never NVLink multicast
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 PYTHONUNBUFFERED=1
+export PYMSCCLPP_BACKEND=gpu PYMSCCLPP_TIMEOUT_S=${PYMSCCLPP_TIMEOUT_S:-20}
+np=${NP:-2}
+run() {  # name, command...: run with a time limit, log to OUTDIR/name.log, remember the status
+  local name=$1; shift
+  echo "=== $name: $*"
+  timeout "${STEP_TIMEOUT:-300}" "$@" > "$out/$name.log" 2>&1
+  local rc=$?
+  tail -n "${TAIL:-15}" "$out/$name.log"
+  echo "$name rc=$rc" >> "$out/summary.txt"
+}
+: > "$out/summary.txt"
+nvidia-smi --query-gpu=index,name,driver_version --format=csv,noheader | tee "$out/gpus.txt"
+nvidia-smi topo -m >> "$out/gpus.txt" 2>&1
+python3 -c "import numpy, numba, numba.cuda, cuda.bindings, torch; print('numpy', numpy.__version__, 'numba', numba.__version__, 'cuda.bindings', cuda.bindings.__version__, 'torch', torch.__version__, 'nccl', torch.cuda.nccl.version())" | tee -a "$out/gpus.txt"
+run primitives_tests mpirun -np "$np" python3 tests/gpu/run_primitives.py
+run primitives_bench mpirun -np "$np" python3 bench/primitives.py --json "$out/primitives.json"
+for step in ${EXTRA_STEPS:-}; do run "$step" bash -c "${!step}"; done
+echo "=== summary"; cat "$out/summary.txt"

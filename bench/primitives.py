@@ -139,16 +139,20 @@ def main() -> None:
     ch = comm.memory_channel(peer, src, inbox).device_handle()
     res: dict = {"bytes": args.bytes, "blocks": args.blocks, "threads": args.threads}
 
-    def put_one_way():
-        if comm.rank == 0:
-            put_kernel[args.blocks, args.threads](ch, args.bytes)
+    sweep = {}
+    for blocks, threads in [(args.blocks, args.threads), (264, 512), (132, 512), (264, 1024), (528, 256), (66, 1024)]:
+        def put_one_way():
+            if comm.rank == 0:
+                put_kernel[blocks, threads](ch, args.bytes)
 
-    def put_both():
-        put_kernel[args.blocks, args.threads](ch, args.bytes)
-
-    timed(put_both, 3, world)
-    res["put_oneway_GBps"] = args.bytes / timed(put_one_way, args.reps, world) / 1e6
-    res["put_bidir_GBps_per_direction"] = args.bytes / timed(put_both, args.reps, world) / 1e6
+        timed(put_one_way, 2, world)
+        sweep[f"{blocks}x{threads}"] = args.bytes / timed(put_one_way, args.reps, world) / 1e6
+    best = max(sweep, key=sweep.get)
+    res["put_oneway_GBps_by_grid"] = sweep
+    res["put_oneway_GBps"], res["put_grid"] = sweep[best], best
+    blocks, threads = (int(x) for x in best.split("x"))
+    res["put_bidir_GBps_per_direction"] = args.bytes / timed(
+        lambda: put_kernel[blocks, threads](ch, args.bytes), args.reps, world) / 1e6
 
     iters = 10000
     initiator = comm.rank == 0

@@ -27,7 +27,7 @@ def _setup(comm, state):
 
 
 def _host(arr) -> np.ndarray:
-    return arr.copy_to_host() if hasattr(arr, "copy_to_host") else np.array(getattr(arr, "_ary", arr))
+    return arr.copy_to_host()
 
 
 def _fill(arr, data: np.ndarray, offset: int = 0) -> None:

@@ -36,6 +36,19 @@ def copy_bytes(dst, dst_off, src, src_off, nbytes, tid, nthreads):
     if (address_of(dst, dst_off) | address_of(src, src_off)) & _U15 == _ZERO:
         nvec = nbytes // 16
         i = tid
+        step = nthreads * 16
+        while i + 3 * nthreads < nvec:  # four 16-byte loads in flight per thread
+            s0 = src_off + i * 16
+            d0 = dst_off + i * 16
+            a0, b0, c0, e0 = load_v4(src, s0)
+            a1, b1, c1, e1 = load_v4(src, s0 + step)
+            a2, b2, c2, e2 = load_v4(src, s0 + 2 * step)
+            a3, b3, c3, e3 = load_v4(src, s0 + 3 * step)
+            store_v4(dst, d0, a0, b0, c0, e0)
+            store_v4(dst, d0 + step, a1, b1, c1, e1)
+            store_v4(dst, d0 + 2 * step, a2, b2, c2, e2)
+            store_v4(dst, d0 + 3 * step, a3, b3, c3, e3)
+            i += 4 * nthreads
         while i < nvec:
             a, b, c, d = load_v4(src, src_off + i * 16)
             store_v4(dst, dst_off + i * 16, a, b, c, d)

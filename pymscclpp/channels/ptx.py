@@ -237,6 +237,12 @@ else:
             ret = types.UniTuple(types.uint32, width)
 
             def codegen(context, builder, sig, args):
+                if not volatile:  # plain vector load: ptxas may schedule it freely
+                    vptr = _byte_pointer(context, builder, sig.args[0], args[0], args[1],
+                                         ir.VectorType(_U32, width))
+                    vec_val = builder.load(vptr, align=4 * width)
+                    out = [builder.extract_element(vec_val, ir.Constant(_U32, i)) for i in range(width)]
+                    return context.make_tuple(builder, ret, out)
                 ptr = _byte_pointer(context, builder, sig.args[0], args[0], args[1], _U32)
                 st = ir.LiteralStructType([_U32] * width)
                 fnty = ir.FunctionType(st, [ptr.type])
@@ -257,8 +263,19 @@ else:
         src = f"{{{regs}}}" if width > 1 else "$1"
 
         def codegen(context, builder, sig, args):
-            ptr = _byte_pointer(context, builder, sig.args[0], args[0], args[1], _U32)
             vals = [context.cast(builder, v, t, types.uint32) for v, t in zip(args[2:], sig.args[2:])]
+            if not volatile:  # plain (vector) store: ptxas may schedule it freely
+                vty = ir.VectorType(_U32, width) if width > 1 else _U32
+                vptr = _byte_pointer(context, builder, sig.args[0], args[0], args[1], vty)
+                if width == 1:
+                    builder.store(vals[0], vptr, align=4)
+                else:
+                    vec_val = ir.Constant(vty, ir.Undefined)
+                    for i, v in enumerate(vals):
+                        vec_val = builder.insert_element(vec_val, v, ir.Constant(_U32, i))
+                    builder.store(vec_val, vptr, align=4 * width)
+                return context.get_dummy_value()
+            ptr = _byte_pointer(context, builder, sig.args[0], args[0], args[1], _U32)
             fnty = ir.FunctionType(ir.VoidType(), [ptr.type] + [_U32] * width)
             cons = "l," + ",".join(["r"] * width) + ",~{memory}"
             asm = ir.InlineAsm(fnty, f"st.{qual}global.{vec}u32 [$0], {src};",

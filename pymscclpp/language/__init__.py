@@ -1,5 +1,6 @@
 """The DSL for collective algorithms, shaped like MSCCL++'s ``mscclpp.language`` (v0.8 API and plan format).
 
+Format matched: MSCCL++ v0.8 (its ``CollectiveProgram`` DSL and the JSON its v0.8 executor loads).
 A program written for MSCCL++ v0.8+ runs with only its import changed (``mscclpp.language`` ->
 ``pymscclpp.language``): the submodules ``channel``, ``rank``, ``general``, ``program``, ``collectives``,
 ``loop``, ``thread_block_group`` and ``utils`` keep MSCCL++'s names, arguments and semantics, and ``JSON()``

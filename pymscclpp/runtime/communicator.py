@@ -144,14 +144,9 @@ class Communicator:
     # -- errors and teardown ------------------------------------------------------------------
     def check_device_errors(self) -> None:
         """Raise CommTimeoutError if a device wait of a finished kernel ran out of budget (and clear it)."""
-        host = self.error_area.copy_to_host() if hasattr(self.error_area, "copy_to_host") else self.error_area.copy()
-        text = describe(host)
+        text = describe(self.error_area.copy_to_host())
         if text is not None:
-            clear = np.zeros(ERR_WORDS, np.int64)
-            if IS_SIM:
-                self.error_area[:] = clear
-            else:
-                self.error_area.copy_to_device(clear)
+            self.error_area.copy_to_device(np.zeros(ERR_WORDS, np.int64))
             raise CommTimeoutError(text)
 
     def barrier(self) -> None:

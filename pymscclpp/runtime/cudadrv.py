@@ -6,6 +6,7 @@ cuda-bindings >= 13.4); opened mappings are reference-counted and closed on rele
 
 from __future__ import annotations
 
+import ctypes
 import threading
 
 import numpy as np
@@ -36,20 +37,33 @@ def ensure_context() -> int:
     return cuda.current_context().device.id
 
 
+def _pointer_attribute(attribute, ptr: int) -> int | None:
+    """An integer pointer attribute read through libcuda directly (cuda-bindings 13.3 reports
+    DEVICE_ORDINAL as 0 for memory on other devices); None for memory the driver does not know."""
+    global _libcuda
+    if _libcuda is None:
+        _libcuda = ctypes.CDLL("libcuda.so.1")
+    value = ctypes.c_int(0)
+    rc = _libcuda.cuPointerGetAttribute(ctypes.byref(value), ctypes.c_int(int(attribute)), ctypes.c_uint64(ptr))
+    return None if rc != 0 else value.value
+
+
+_libcuda = None
+
+
 def pointer_info(ptr: int) -> tuple[str, int, int, int]:
     """(memory type, device ordinal, allocation base, allocation size) of a pointer."""
-    dptr = cu.CUdeviceptr(ptr)
-    err, mtype = cu.cuPointerGetAttribute(cu.CUpointer_attribute.CU_POINTER_ATTRIBUTE_MEMORY_TYPE, dptr)
-    if err != cu.CUresult.CUDA_SUCCESS:
+    attr = cu.CUpointer_attribute
+    mtype = _pointer_attribute(attr.CU_POINTER_ATTRIBUTE_MEMORY_TYPE, ptr)
+    if mtype is None:
         return "host", -1, 0, 0  # unregistered host memory is unknown to the driver
     kind = {int(cu.CUmemorytype.CU_MEMORYTYPE_DEVICE): "device",
             int(cu.CUmemorytype.CU_MEMORYTYPE_HOST): "host",
-            int(cu.CUmemorytype.CU_MEMORYTYPE_UNIFIED): "managed"}.get(int(mtype), "unknown")
+            int(cu.CUmemorytype.CU_MEMORYTYPE_UNIFIED): "managed"}.get(mtype, "unknown")
     if kind != "device":
         return kind, -1, 0, 0
-    ordinal = check(cu.cuPointerGetAttribute(
-        cu.CUpointer_attribute.CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL, dptr), "cuPointerGetAttribute(DEVICE_ORDINAL)")
-    base, size = check(cu.cuMemGetAddressRange(dptr), "cuMemGetAddressRange")
+    ordinal = _pointer_attribute(attr.CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL, ptr)
+    base, size = check(cu.cuMemGetAddressRange(cu.CUdeviceptr(ptr)), "cuMemGetAddressRange")
     return kind, int(ordinal), int(base), int(size)
 
 

@@ -120,7 +120,7 @@ def as_bytes(obj):
     """A uint8 device-array view of a contiguous device buffer, for kernels that address bytes."""
     info = buffer_info(obj)
     if IS_SIM:
-        return _sim_array(obj).reshape(-1).view(np.uint8)
+        return FakeCUDAArray(_sim_array(obj).reshape(-1).view(np.uint8))
     return cudadrv.device_array(info.ptr, info.nbytes, owner=obj)
 
 
@@ -128,9 +128,9 @@ def view_as(u8_array, dtype, byte_offset: int = 0, count: int | None = None):
     """A typed device-array view of part of a uint8 device array (NumPy under the simulator)."""
     dtype = np.dtype(dtype)
     total = (u8_array.shape[0] - byte_offset) // dtype.itemsize if count is None else count
-    if IS_SIM:
+    if IS_SIM:  # a simulator device array: kernels then use it in place (NumPy arguments are copied in/out)
         raw = getattr(u8_array, "_ary", u8_array)
-        return raw[byte_offset:byte_offset + total * dtype.itemsize].view(dtype)
+        return FakeCUDAArray(raw[byte_offset:byte_offset + total * dtype.itemsize].view(dtype))
     ptr = u8_array.__cuda_array_interface__["data"][0] + byte_offset
     return cudadrv.device_array(ptr, total * dtype.itemsize, dtype, owner=u8_array)
 
@@ -198,7 +198,7 @@ class RemoteMemory:
         self._handle = handle
         if IS_SIM:
             self._segment = shm.attach(handle.rstrip(b"\0").decode(), alloc_size)
-            self.array = self._segment.array[self.offset:self.offset + self.nbytes]
+            self.array = FakeCUDAArray(self._segment.array[self.offset:self.offset + self.nbytes])
         else:
             base = cudadrv.ipc_open(handle)
             self.array = cudadrv.device_array(base + self.offset, self.nbytes)

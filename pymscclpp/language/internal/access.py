@@ -16,7 +16,7 @@ from .types import BufferType, ChannelType
 
 @dataclass(frozen=True)
 class Access:
-    """A byte-free view of an access: chunks [lo, hi) of ``space`` ("io" or "s") on ``rank``."""
+    """An access at chunk granularity: chunks [lo, hi) of ``space`` ("io" or "s") on ``rank``."""
 
     rank: int
     space: str

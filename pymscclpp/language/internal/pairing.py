@@ -9,7 +9,7 @@ from ..errors import DSLError
 from .ir import IrOp
 from .types import ChannelType
 
-_SIGNALS = ("signal", "rlxsignal")
+_SIGNALS = ("signal", "rlxsignal", "pws", "pwsf")  # a put-with-signal signals its channel too
 _WAITS = ("wait", "rlxwait")
 
 

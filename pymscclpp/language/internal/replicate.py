@@ -28,7 +28,8 @@ def _shift(op: IrOp, inst: int, n: int, policy: ReplicationPolicy) -> IrOp:
 
 
 def replicate_ops(tbs: dict[int, list[IrOp]], n: int, policy: ReplicationPolicy) -> dict[int, list[IrOp]]:
-    """Thread block t of instance i becomes t*n+i; chunk [a, a+s) of instance i becomes [a*n + i*s, ...+s)."""
+    """Thread block t of instance i becomes t*n+i; chunk [a, a+s) of instance i becomes [a*n + i*s, ...+s)
+    (interleaved policy) or stays [a, a+s) (policy ``none``, as in MSCCL++)."""
     if n == 1:
         return tbs
     return {tb * n + inst: [_shift(op, inst, n, policy) for op in ops] for tb, ops in tbs.items() for inst in range(n)}

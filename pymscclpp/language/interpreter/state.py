@@ -46,6 +46,17 @@ class TbState:
 
     def __post_init__(self) -> None:
         self.vc[self.actor] = self.epoch - 1
+        self.start_vc = self.vc.copy()
+
+    def start_kernel(self, known: np.ndarray, execution: int) -> None:
+        """Begin ``execution`` knowing ``known`` (everything ordered before this kernel's launch)."""
+        self.vc = known.copy()
+        self.pending[:] = 0
+        self.epoch += 1
+        self.vc[self.actor] = self.epoch - 1
+        self.start_vc = self.vc.copy()
+        self.pc = 0
+        self.execution = execution
 
     def sync(self) -> None:
         """A ``__syncthreads``: everything any thread learnt becomes known to all, and a new epoch starts."""
@@ -91,10 +102,15 @@ class Proxy:
 
 @dataclass
 class SignalQueue:
-    """Signals sent on one channel end, as cumulative knowledge: wait number k learns ``joined[k]``."""
+    """Signals sent on one channel end, as cumulative knowledge: wait number k learns ``joined[k]``.
+
+    ``launched[k]`` is the part of it that a relaxed wait learns: what was ordered before the signalling
+    kernels started (a kernel boundary is a full fence, so even a relaxed signal conveys that much)."""
 
     joined: list[np.ndarray] = field(default_factory=list)
+    launched: list[np.ndarray] = field(default_factory=list)
     consumed: int = 0
 
-    def push(self, message: np.ndarray) -> None:
+    def push(self, message: np.ndarray, at_launch: np.ndarray) -> None:
         self.joined.append(message if not self.joined else np.maximum(self.joined[-1], message))
+        self.launched.append(at_launch if not self.launched else np.maximum(self.launched[-1], at_launch))

@@ -1,0 +1,44 @@
+"""Device code compiles for the GPU (sm_90 PTX) with the memory-ordering instructions it relies on."""
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+SCRIPT = Path(__file__).parent / "ptx" / "compile_all.py"
+
+
+@pytest.fixture(scope="module")
+def ptx_counts():
+    env = {k: v for k, v in os.environ.items() if k != "NUMBA_ENABLE_CUDASIM"}
+    proc = subprocess.run([sys.executable, str(SCRIPT)], env=env, capture_output=True, text=True, timeout=300)
+    if proc.returncode != 0 and "libnvvm" in proc.stderr.lower() + proc.stdout.lower():
+        pytest.skip("NVVM is not installed (pip install nvidia-nvvm)")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    counts = {}
+    for line in proc.stdout.splitlines():
+        kernel, pattern, count = line.split(" ")
+        counts[kernel, pattern] = int(count)
+    return counts
+
+
+def test_put_uses_16_byte_vector_loads_and_stores(ptx_counts):
+    assert ptx_counts["put", "ld.global.v4.u32"] > 0 and ptx_counts["put", "st.global.v4.u32"] > 0
+
+
+def test_signal_is_a_release_system_scope_add_and_wait_an_acquire_load(ptx_counts):
+    assert ptx_counts["ring_pingpong", "red.release.sys.global.add"] == 1
+    assert ptx_counts["ring_pingpong", "ld.acquire.sys.global"] > 0
+
+
+def test_wait_loops_are_bounded_by_the_global_timer(ptx_counts):
+    assert ptx_counts["ring_pingpong", "%globaltimer"] > 0
+    assert ptx_counts["packets", "%globaltimer"] > 0
+
+
+def test_ll16_and_ll8_packets_are_single_volatile_stores(ptx_counts):
+    assert ptx_counts["packets", "st.volatile.global.v4.u32"] == 1
+    assert ptx_counts["packets", "st.volatile.global.v2.u32"] == 1
+    assert ptx_counts["packets", "ld.volatile.global.v4.u32"] > 0

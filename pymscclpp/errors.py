@@ -25,5 +25,9 @@ class InvalidUsageError(PymscclppError, ValueError):
     """Bad input to a public call, detected before anything was launched or written."""
 
 
+class ProxyError(PymscclppError):
+    """A proxy service failed: a rejected trigger, a transport fault, a peer that disconnected."""
+
+
 class RegistrationError(InvalidUsageError):
     """A buffer cannot be registered, or a peer's handle cannot be mapped here."""

@@ -13,8 +13,8 @@ from .ptx import fence_sys
 
 ERR_WORDS = 8
 OP_NAMES = {1: "semaphore wait", 2: "packet wait (unpack_packets)", 3: "fifo push", 4: "flush",
-            5: "packet wait (read_packets)"}
-OP_WAIT, OP_PACKET, OP_FIFO_PUSH, OP_FLUSH, OP_READ_PACKET = 1, 2, 3, 4, 5
+            5: "packet wait (read_packets)", 6: "port channel wait (aborted early: a proxy failed, see ProxyError)"}
+OP_WAIT, OP_PACKET, OP_FIFO_PUSH, OP_FLUSH, OP_READ_PACKET, OP_PROXY_ABORT = 1, 2, 3, 4, 5, 6
 
 
 @cuda.jit(device=True)

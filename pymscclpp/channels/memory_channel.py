@@ -24,12 +24,12 @@ MemoryChannelHandle = namedtuple(
 class MemoryChannel:
     """Host object of a channel from this rank to ``peer``; ``device_handle()`` is what kernels take."""
 
-    def __init__(self, comm, peer: int, src, inbox=None):
+    def __init__(self, comm, peer: int, src, inbox=None, semaphores: int = 1):
         from ..runtime.memory import as_bytes
         from ..runtime.semaphore import Device2DeviceSemaphore
         inbox = src if inbox is None else inbox
         self.comm, self.peer = comm, peer
-        self.semaphore = Device2DeviceSemaphore(comm, peer)
+        self.semaphore = Device2DeviceSemaphore(comm, peer, semaphores)
         self.remote = comm.exchange_memory(inbox, peer)
         self.src = as_bytes(src)
         self.inbox = as_bytes(inbox)
@@ -69,27 +69,27 @@ def write(ch, dst_off, inp, in_off, nbytes, tid, nthreads):
 
 
 @cuda.jit(device=True)
-def signal(ch):
+def signal(ch, idx=0):
     """Tell the peer our earlier writes are visible (release, system scope). One thread calls it."""
-    sem.signal(ch)
+    sem.signal(ch, idx)
 
 
 @cuda.jit(device=True)
-def relaxed_signal(ch):
+def relaxed_signal(ch, idx=0):
     """Signal without ordering earlier writes."""
-    sem.relaxed_signal(ch)
+    sem.relaxed_signal(ch, idx)
 
 
 @cuda.jit(device=True)
-def wait(ch):
+def wait(ch, idx=0):
     """Wait for the peer's next signal (acquire); False if the budget ran out (error recorded)."""
-    return sem.wait(ch)
+    return sem.wait(ch, idx)
 
 
 @cuda.jit(device=True)
-def poll(ch):
+def poll(ch, idx=0):
     """True if the peer's next signal has arrived; never blocks."""
-    return sem.poll(ch)
+    return sem.poll(ch, idx)
 
 
 @cuda.jit(device=True)

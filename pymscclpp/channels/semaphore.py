@@ -3,6 +3,7 @@
 A handle is any plain-data tuple with fields ``inbound`` (own token, written by the peer),
 ``outbound`` (the peer's inbound token), ``expected`` (own counter on the device), ``err``
 (device error area), and ints ``rank``, ``peer``, ``channel``, ``timeout_ns`` (0: no budget).
+The token arrays may hold several independent semaphores; ``idx`` picks one (default 0).
 Call signal/wait/poll from one thread; make the rest of the block wait with syncthreads.
 """
 
@@ -16,41 +17,41 @@ from .ptx import (atomic_add_relaxed, atomic_add_release, globaltimer, load_acqu
 
 
 @cuda.jit(device=True)
-def signal(sem):
+def signal(sem, idx=0):
     """Release-ordered system-scope increment of the peer's inbound token: our writes before it are visible."""
-    atomic_add_release(sem.outbound, 0, 1)
+    atomic_add_release(sem.outbound, idx, 1)
 
 
 @cuda.jit(device=True)
-def relaxed_signal(sem):
+def relaxed_signal(sem, idx=0):
     """Increment the peer's token with no ordering of earlier writes (for pure synchronisation)."""
-    atomic_add_relaxed(sem.outbound, 0, 1)
+    atomic_add_relaxed(sem.outbound, idx, 1)
 
 
 @cuda.jit(device=True)
-def poll(sem):
+def poll(sem, idx=0):
     """True (and the expected token advanced) if the next signal has arrived; never blocks."""
-    want = sem.expected[0] + 1
-    if load_acquire(sem.inbound, 0) >= want:
-        sem.expected[0] = want
+    want = sem.expected[idx] + 1
+    if load_acquire(sem.inbound, idx) >= want:
+        sem.expected[idx] = want
         return True
     return False
 
 
 @cuda.jit(device=True)
-def wait(sem):
+def wait(sem, idx=0):
     """Acquire-ordered wait for the next signal; False (error recorded) if the budget runs out."""
-    want = sem.expected[0] + 1
-    sem.expected[0] = want
-    seen = load_acquire(sem.inbound, 0)
+    want = sem.expected[idx] + 1
+    sem.expected[idx] = want
+    seen = load_acquire(sem.inbound, idx)
     if seen >= want:
         return True
     start = globaltimer()
     while True:
         spin_pause()
-        seen = load_acquire(sem.inbound, 0)
+        seen = load_acquire(sem.inbound, idx)
         if seen >= want:
             return True
         if sem.timeout_ns > 0 and globaltimer() - start > sem.timeout_ns:
-            record_timeout(sem.err, OP_WAIT, sem.rank, sem.peer, sem.channel, want, seen)
+            record_timeout(sem.err, OP_WAIT, sem.rank, sem.peer, sem.channel + idx, want, seen)
             return False

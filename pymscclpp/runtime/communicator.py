@@ -132,14 +132,15 @@ class Communicator:
         self._closables.append(remote)
         return remote
 
-    def memory_channel(self, peer: int, src, inbox=None):
-        """A MemoryChannel to ``peer`` (both ranks call it): put from ``src`` into the peer's inbox."""
+    def memory_channel(self, peer: int, src, inbox=None, semaphores: int = 1):
+        """A MemoryChannel to ``peer`` (both ranks call it): put from ``src`` into the peer's inbox;
+        ``semaphores`` independent signal/wait tokens (e.g. one per thread block)."""
         from ..channels.memory_channel import MemoryChannel
-        return MemoryChannel(self, peer, src, inbox)
+        return MemoryChannel(self, peer, src, inbox, semaphores)
 
-    def memory_channels(self, peers, src, inbox=None) -> dict:
+    def memory_channels(self, peers, src, inbox=None, semaphores: int = 1) -> dict:
         """MemoryChannels to each of ``peers`` (in ascending order on every rank), keyed by peer."""
-        return {p: self.memory_channel(p, src, inbox) for p in sorted(peers)}
+        return {p: self.memory_channel(p, src, inbox, semaphores) for p in sorted(peers)}
 
     # -- errors and teardown ------------------------------------------------------------------
     def check_device_errors(self) -> None:

@@ -2,6 +2,8 @@
 
 Each is built by both ranks of a pair (the same call on each side). Tokens are monotonic
 64-bit counters; a device handle is the plain-data tuple that ``channels.semaphore`` reads.
+A device semaphore may hold ``count`` independent tokens (one per thread block, say),
+addressed by index on the device.
 """
 
 from __future__ import annotations
@@ -11,37 +13,42 @@ from collections import namedtuple
 
 import numpy as np
 
-from ..errors import CommTimeoutError
+from ..errors import CommTimeoutError, InvalidUsageError
 
 SemaphoreHandle = namedtuple(
     "SemaphoreHandle", "inbound outbound expected err rank peer channel timeout_ns")
 
 
-def _exchange_slot(comm, peer: int, slot: int, kind: str) -> int:
-    """Send our slot number to ``peer`` and receive its own."""
+def _exchange_slot(comm, peer: int, slot: int, count: int, kind: str) -> int:
+    """Send our first slot number and count to ``peer``; receive its own (the counts must agree)."""
     tag = comm._pair_tag(peer)
-    comm.bootstrap.send(np.int64(slot).tobytes(), peer, tag)
+    comm.bootstrap.send(np.array([slot, count], np.int64).tobytes(), peer, tag)
     data = comm.bootstrap.recv(peer, tag)
-    if len(data) != 8:
-        raise CommTimeoutError(f"rank {comm.rank}: bad {kind} slot message from peer {peer}")
-    return int(np.frombuffer(data, np.int64)[0])
+    if len(data) != 16:
+        raise InvalidUsageError(f"rank {comm.rank}: bad {kind} slot message from peer {peer}")
+    peer_slot, peer_count = (int(x) for x in np.frombuffer(data, np.int64))
+    if peer_count != count:
+        raise InvalidUsageError(f"rank {comm.rank}: {kind} with peer {peer} has {count} tokens here but "
+                                f"{peer_count} there; both ranks must ask for the same count")
+    return peer_slot
 
 
 class Device2DeviceSemaphore:
-    """A semaphore a kernel signals and a kernel on the peer's GPU waits on."""
+    """``count`` semaphores a kernel signals and a kernel on the peer's GPU waits on."""
 
-    def __init__(self, comm, peer: int):
+    def __init__(self, comm, peer: int, count: int = 1):
         comm._check_peer(peer, same_host=True)
-        self.comm, self.peer = comm, peer
-        self.slot = comm.device_pool.slots.take()
-        self.peer_slot = _exchange_slot(comm, peer, self.slot, "device semaphore")
+        self.comm, self.peer, self.count = comm, peer, count
+        self.slot = comm.device_pool.slots.take(count)
+        self.peer_slot = _exchange_slot(comm, peer, self.slot, count, "device semaphore")
         self.id = self.slot
 
     def device_handle(self) -> SemaphoreHandle:
-        """Plain data for device code: our inbound token, the peer's, our expected counter."""
-        c = self.comm
-        return SemaphoreHandle(c.device_pool.inbound(self.slot), c.peer_pools[self.peer].device_inbound(self.peer_slot),
-                               c.device_pool.expected_counter(self.slot), c.error_area, np.int64(c.rank),
+        """Plain data for device code: our inbound tokens, the peer's, our expected counters."""
+        c, n = self.comm, self.count
+        return SemaphoreHandle(c.device_pool.inbound(self.slot, n),
+                               c.peer_pools[self.peer].device_inbound(self.peer_slot, n),
+                               c.device_pool.expected_counter(self.slot, n), c.error_area, np.int64(c.rank),
                                np.int64(self.peer), np.int64(self.id), np.uint64(c.timeout_ns))
 
 
@@ -52,7 +59,7 @@ class Host2DeviceSemaphore:
         comm._check_peer(peer, same_host=True)
         self.comm, self.peer = comm, peer
         self.slot = comm.host_pool.slots.take()
-        self.peer_slot = _exchange_slot(comm, peer, self.slot, "host-to-device semaphore")
+        self.peer_slot = _exchange_slot(comm, peer, self.slot, 1, "host-to-device semaphore")
         self._device_expected = comm.device_pool.slots.take()
 
     def signal(self) -> None:
@@ -76,7 +83,7 @@ class Host2HostSemaphore:
         comm._check_peer(peer, same_host=True)
         self.comm, self.peer = comm, peer
         self.slot = comm.host_pool.slots.take()
-        self.peer_slot = _exchange_slot(comm, peer, self.slot, "host-to-host semaphore")
+        self.peer_slot = _exchange_slot(comm, peer, self.slot, 1, "host-to-host semaphore")
 
     def signal(self) -> None:
         """Add one to the peer's inbound token."""

@@ -31,12 +31,13 @@ class SlotAllocator:
     def __init__(self, slots: int, what: str):
         self.slots, self.next, self.what = slots, 0, what
 
-    def take(self) -> int:
-        if self.next >= self.slots:
-            raise InvalidUsageError(f"{self.what} is full ({self.slots} semaphores); "
-                                    "set PYMSCCLPP_MAX_SEMAPHORES higher")
-        self.next += 1
-        return self.next - 1
+    def take(self, count: int = 1) -> int:
+        """The first of ``count`` consecutive free slots."""
+        if count < 1 or self.next + count > self.slots:
+            raise InvalidUsageError(f"{self.what} cannot give {count} more semaphores ({self.slots - self.next} "
+                                    f"of {self.slots} left); set PYMSCCLPP_MAX_SEMAPHORES higher")
+        self.next += count
+        return self.next - count
 
 
 class DevicePool:
@@ -48,11 +49,11 @@ class DevicePool:
         self.registered = RegisteredMemory(self.buffer, job_token=job_token, rank=rank, device=device)
         self.slots = SlotAllocator(slots, "the device semaphore pool")
 
-    def inbound(self, slot: int):
-        return u64_view(self.buffer, slot)
+    def inbound(self, slot: int, count: int = 1):
+        return u64_view(self.buffer, slot, count)
 
-    def expected_counter(self, slot: int):
-        return u64_view(self.expected, slot)
+    def expected_counter(self, slot: int, count: int = 1):
+        return u64_view(self.expected, slot, count)
 
 
 class HostPool:
@@ -68,9 +69,9 @@ class HostPool:
             self._device_ptr = cudadrv.host_register(self.segment.array)
             self._device = cudadrv.device_array(self._device_ptr, self.segment.nbytes, np.uint8)
 
-    def device_inbound(self, slot: int):
-        """The device-visible view of one inbound host token."""
-        return u64_view(self._device if self._device is not None else self.segment.array, slot)
+    def device_inbound(self, slot: int, count: int = 1):
+        """The device-visible view of ``count`` inbound host tokens."""
+        return u64_view(self._device if self._device is not None else self.segment.array, slot, count)
 
     def close(self) -> None:
         if not IS_SIM and self._device is not None:
@@ -87,8 +88,8 @@ class PeerPools:
         self.host_segment = shm.attach(host_name, host_bytes)
         self.host_words = self.host_segment.array.view(np.uint64)
 
-    def device_inbound(self, slot: int):
-        return u64_view(self.device.array, slot)
+    def device_inbound(self, slot: int, count: int = 1):
+        return u64_view(self.device.array, slot, count)
 
     def close(self) -> None:
         self.device.close()

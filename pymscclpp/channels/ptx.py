@@ -18,7 +18,8 @@ __all__ = [
     "load_acquire", "load_relaxed", "store_release", "store_relaxed",
     "atomic_add_release", "atomic_add_relaxed", "fence_sys",
     "load_v4", "store_v4", "load_v4_volatile", "store_v4_volatile",
-    "load_v2", "store_v2", "load_v2_volatile", "store_v2_volatile", "load_u32", "store_u32", "globaltimer", "spin_pause", "address_of",
+    "load_v2", "store_v2", "load_v2_volatile", "store_v2_volatile", "load_u32", "store_u32",
+    "u32_as_f32", "f32_as_u32", "f16_to_f32", "f32_to_f16", "globaltimer", "spin_pause", "address_of",
 ]
 
 
@@ -113,6 +114,22 @@ if IS_SIM:
         w = _words(arr, byte_offset, 2)
         w[0] = a
         w[1] = b
+
+    def u32_as_f32(w):
+        """Reinterpret a u32 as a float32."""
+        return np.array(w, np.uint32).view(np.float32)[()]
+
+    def f32_as_u32(x):
+        """Reinterpret a float32 as a u32."""
+        return np.array(x, np.float32).view(np.uint32)[()]
+
+    def f16_to_f32(h):
+        """The float32 value of the float16 whose bits are the low 16 bits of ``h``."""
+        return np.float32(np.array(np.uint32(h) & np.uint32(0xFFFF), np.uint16).view(np.float16)[()])
+
+    def f32_to_f16(x):
+        """The bits of float32 ``x`` rounded to float16, as a u32 in 0..0xFFFF."""
+        return np.uint32(np.array(np.float32(x), np.float16).view(np.uint16)[()])
 
     def globaltimer():
         """Nanosecond clock shared by all threads."""
@@ -317,3 +334,38 @@ else:
     store_v2_volatile = _make_vstore2(True)
     store_v4 = _make_vstore4(False)
     store_v4_volatile = _make_vstore4(True)
+
+    _F32, _F16, _I16 = ir.FloatType(), ir.HalfType(), ir.IntType(16)
+
+    @intrinsic
+    def u32_as_f32(typingctx, w):
+        """Reinterpret a u32 as a float32."""
+        def codegen(context, builder, sig, args):
+            val = context.cast(builder, args[0], sig.args[0], types.uint32)
+            return builder.bitcast(val, _F32)
+        return types.float32(w), codegen
+
+    @intrinsic
+    def f32_as_u32(typingctx, x):
+        """Reinterpret a float32 as a u32."""
+        def codegen(context, builder, sig, args):
+            val = context.cast(builder, args[0], sig.args[0], types.float32)
+            return builder.bitcast(val, _U32)
+        return types.uint32(x), codegen
+
+    @intrinsic
+    def f16_to_f32(typingctx, h):
+        """The float32 value of the float16 whose bits are the low 16 bits of ``h``."""
+        def codegen(context, builder, sig, args):
+            val = context.cast(builder, args[0], sig.args[0], types.uint32)
+            return builder.fpext(builder.bitcast(builder.trunc(val, _I16), _F16), _F32)
+        return types.float32(h), codegen
+
+    @intrinsic
+    def f32_to_f16(typingctx, x):
+        """The bits of float32 ``x`` rounded to float16, as a u32 in 0..0xFFFF."""
+        def codegen(context, builder, sig, args):
+            val = context.cast(builder, args[0], sig.args[0], types.float32)
+            return builder.zext(builder.bitcast(builder.fptrunc(val, _F16), _I16), _U32)
+        return types.uint32(x), codegen
+

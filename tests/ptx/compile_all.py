@@ -22,6 +22,7 @@ from numba import cuda, types  # noqa: E402
 _dispatcher.get_current_device = lambda: pytypes.SimpleNamespace(compute_capability=(9, 0))
 
 import channel_cases  # noqa: E402
+import test_reduce  # noqa: E402
 import primitives as bench  # noqa: E402
 from pymscclpp.channels.memory_channel import MemoryChannelHandle  # noqa: E402
 
@@ -36,6 +37,7 @@ KERNELS = {
     "put": (channel_cases._put_kernel, (CHANNEL, CHANNEL, i64, i64, i64)),
     "get": (channel_cases._get_kernel, (CHANNEL, i64, i64, i64)),
     "packets": (channel_cases._packet_kernel, (CHANNEL, CHANNEL, U32, i64, i64, i64, i64, b1)),
+    "reduce": (test_reduce._kernel, (U8, i64, U8, i64, U8, i64, i64, i64, i64)),
     "bench_put": (bench.put_kernel, (CHANNEL, i64)),
     "bench_signal_pingpong": (bench.signal_pingpong, (CHANNEL, i64, b1)),
     "bench_packet_pingpong": (bench.packet_pingpong, (CHANNEL, i64, b1, i64, b1)),

@@ -1,0 +1,132 @@
+"""Reduction primitives: ``dst = a (op) b`` over bytes holding elements of one dtype, 16 bytes per step.
+
+Data stays in u32 words: each word holds one f32/i32, two f16/bf16 or four u8 elements, combined
+lane by lane in float32 (f16, bf16: rounded back to nearest even) or integer arithmetic. Buffers are
+uint8 arrays addressed by byte offsets, like ``primitives.copy_bytes``; reused by every algorithm.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import cuda
+
+from .primitives import _gather_word, _scatter_word
+from .ptx import (address_of, f16_to_f32, f32_as_u32, f32_to_f16, load_u32, load_v4, store_u32,
+                  store_v4, u32_as_f32)
+
+DTYPE_KINDS = {"float32": 0, "bfloat16": 1, "float16": 2, "int32": 3, "uint8": 4}
+OPS = {"sum": 0, "min": 1, "max": 2, "prod": 3}
+F32, BF16, F16, I32, U8 = 0, 1, 2, 3, 4
+SUM, MIN, MAX, PROD = 0, 1, 2, 3
+
+_U15 = np.uint64(15)
+_U3 = np.uint64(3)
+_ZERO64 = np.uint64(0)
+_LO16 = np.uint32(0xFFFF)
+_HI16 = np.uint32(0xFFFF0000)
+
+
+def dtype_kind(dtype) -> int:
+    """The kind code of a NumPy dtype or dtype name (``bfloat16`` by name or ml_dtypes dtype)."""
+    name = dtype if isinstance(dtype, str) else np.dtype(dtype).name
+    if name not in DTYPE_KINDS:
+        raise ValueError(f"cannot reduce dtype {name}: supported are {', '.join(DTYPE_KINDS)}")
+    return DTYPE_KINDS[name]
+
+
+def op_code(op: str) -> int:
+    """The code of a reduction op name."""
+    if op not in OPS:
+        raise ValueError(f"unknown reduction op {op!r}: supported are {', '.join(OPS)}")
+    return OPS[op]
+
+
+@cuda.jit(device=True)
+def _apply(x, y, op):
+    """``x (op) y`` in the arithmetic of the operands' type."""
+    if op == SUM:
+        return x + y
+    if op == MIN:
+        return min(x, y)
+    if op == MAX:
+        return max(x, y)
+    return x * y
+
+
+@cuda.jit(device=True)
+def _bf16_bits(x):
+    """Round float32 ``x`` to bfloat16 (nearest even, NaN kept quiet); the 16 bits in a u32."""
+    u = f32_as_u32(x)
+    if (u & np.uint32(0x7FFFFFFF)) > np.uint32(0x7F800000):
+        return (u >> np.uint32(16)) | np.uint32(0x40)
+    u = u + np.uint32(0x7FFF) + ((u >> np.uint32(16)) & np.uint32(1))
+    return u >> np.uint32(16)
+
+
+@cuda.jit(device=True)
+def combine_word(a, b, kind, op):
+    """Combine two u32 words lane by lane for elements of ``kind``."""
+    if kind == F32:
+        return f32_as_u32(_apply(u32_as_f32(a), u32_as_f32(b), op))
+    if kind == BF16:
+        lo = _apply(u32_as_f32(a << np.uint32(16)), u32_as_f32(b << np.uint32(16)), op)
+        hi = _apply(u32_as_f32(a & _HI16), u32_as_f32(b & _HI16), op)
+        return _bf16_bits(lo) | (_bf16_bits(hi) << np.uint32(16))
+    if kind == F16:
+        lo = _apply(f16_to_f32(a & _LO16), f16_to_f32(b & _LO16), op)
+        hi = _apply(f16_to_f32(a >> np.uint32(16)), f16_to_f32(b >> np.uint32(16)), op)
+        return f32_to_f16(lo) | (f32_to_f16(hi) << np.uint32(16))
+    if kind == I32:
+        return np.uint32(_apply(np.int32(a), np.int32(b), op))
+    out = np.uint32(0)
+    for lane in range(4):
+        sh = np.uint32(8 * lane)
+        x = (a >> sh) & np.uint32(0xFF)
+        y = (b >> sh) & np.uint32(0xFF)
+        out |= (np.uint32(_apply(x, y, op)) & np.uint32(0xFF)) << sh
+    return out
+
+
+@cuda.jit(device=True)
+def itemsize_of(kind):
+    """Bytes per element of ``kind``."""
+    if kind == F32 or kind == I32:
+        return 4
+    if kind == U8:
+        return 1
+    return 2
+
+
+@cuda.jit(device=True)
+def reduce_bytes(dst, dst_off, a, a_off, b, b_off, nbytes, tid, nthreads, kind, op):
+    """``dst[dst_off:] = a[a_off:] (op) b[b_off:]`` over ``nbytes`` (a whole number of elements)."""
+    done = 0
+    al = address_of(dst, dst_off) | address_of(a, a_off) | address_of(b, b_off)
+    if al & _U15 == _ZERO64:
+        nvec = nbytes // 16
+        i = tid
+        while i < nvec:
+            o = i * 16
+            x0, x1, x2, x3 = load_v4(a, a_off + o)
+            y0, y1, y2, y3 = load_v4(b, b_off + o)
+            store_v4(dst, dst_off + o, combine_word(x0, y0, kind, op), combine_word(x1, y1, kind, op),
+                     combine_word(x2, y2, kind, op), combine_word(x3, y3, kind, op))
+            i += nthreads
+        done = nvec * 16
+    elif al & _U3 == _ZERO64:
+        nword = nbytes // 4
+        i = tid
+        while i < nword:
+            o = i * 4
+            store_u32(dst, dst_off + o, combine_word(load_u32(a, a_off + o), load_u32(b, b_off + o), kind, op))
+            i += nthreads
+        done = nword * 4
+    # tail (and unaligned buffers): one element per step, through a zero-padded word
+    size = itemsize_of(kind)
+    i = done // size + tid
+    nelem = nbytes // size
+    while i < nelem:
+        o = i * size
+        w = combine_word(_gather_word(a, a_off + o, size), _gather_word(b, b_off + o, size), kind, op)
+        _scatter_word(dst, dst_off + o, w, size)
+        i += nthreads

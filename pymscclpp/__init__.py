@@ -4,8 +4,11 @@ from .runtime import backend as _backend  # chooses gpu/sim before numba.cuda lo
 from .errors import (BackendError, BootstrapError, CommTimeoutError, InvalidUsageError,
                      PeerDisconnectedError, PymscclppError, RegistrationError)
 
+from .communicator import Communicator
+from .runtime.bootstrap import UniqueId, get_unique_id
+
 __version__ = "0.1.0"
 BACKEND = _backend.BACKEND
 
-__all__ = ["BACKEND", "BackendError", "BootstrapError", "CommTimeoutError", "InvalidUsageError",
+__all__ = ["BACKEND", "BackendError", "Communicator", "UniqueId", "get_unique_id", "BootstrapError", "CommTimeoutError", "InvalidUsageError",
            "PeerDisconnectedError", "PymscclppError", "RegistrationError", "__version__"]

@@ -18,7 +18,7 @@ _CTX = mp.get_context("spawn")
 def _worker(rank: int, size: int, uid_bytes: bytes, env: dict, tasks, results) -> None:
     os.environ.update(env)
     from pymscclpp.runtime.bootstrap import UniqueId
-    from pymscclpp.runtime.communicator import Communicator
+    from pymscclpp import Communicator
     try:
         comm = Communicator.from_unique_id(UniqueId.from_bytes(uid_bytes), rank, size)
     except BaseException:
@@ -41,14 +41,16 @@ def _worker(rank: int, size: int, uid_bytes: bytes, env: dict, tasks, results) -
 class RankPool:
     """``size`` rank processes on the simulator (or whatever PYMSCCLPP_BACKEND says) sharing one job."""
 
-    def __init__(self, size: int, env: dict | None = None, start_timeout: float = 120.0):
+    def __init__(self, size: int, env: dict | None = None, start_timeout: float = 120.0,
+                 rank_env: list[dict] | None = None):
         from pymscclpp.runtime.bootstrap import get_unique_id
         self.size = size
         uid = get_unique_id(addr="127.0.0.1")
         env = {"PYMSCCLPP_BACKEND": os.environ.get("PYMSCCLPP_BACKEND", "sim"), **(env or {})}
         self._results = _CTX.Queue()
         self._tasks = [_CTX.Queue() for _ in range(size)]
-        self._procs = [_CTX.Process(target=_worker, args=(r, size, uid.to_bytes(), env, self._tasks[r],
+        per_rank = rank_env or [{}] * size  # e.g. a PYMSCCLPP_HOST_ID per rank to fake several hosts
+        self._procs = [_CTX.Process(target=_worker, args=(r, size, uid.to_bytes(), {**env, **per_rank[r]}, self._tasks[r],
                                                           self._results), daemon=True) for r in range(size)]
         for p in self._procs:
             p.start()

@@ -141,7 +141,7 @@ if IS_SIM:
 
     def address_of(arr, byte_offset):
         """Address of byte ``byte_offset`` of ``arr`` (used for alignment checks)."""
-        return np.uint64(_np(arr).ctypes.data + byte_offset)
+        return np.uint64(_np(arr).ctypes.data + int(byte_offset))
 
 else:
     from llvmlite import ir

@@ -10,7 +10,8 @@ from __future__ import annotations
 import numpy as np
 from numba import cuda
 
-from .primitives import _gather_word, _scatter_word
+from .primitives import (LL16_BYTES, LL16_DATA, _data_word, _gather_word, _put_word, _scatter_word,
+                         read_packet_ll16)
 from .ptx import (address_of, f16_to_f32, f32_as_u32, f32_to_f16, load_u32, load_v4, store_u32,
                   store_v4, u32_as_f32)
 
@@ -130,3 +131,36 @@ def reduce_bytes(dst, dst_off, a, a_off, b, b_off, nbytes, tid, nthreads, kind, 
         w = combine_word(_gather_word(a, a_off + o, size), _gather_word(b, b_off + o, size), kind, op)
         _scatter_word(dst, dst_off + o, w, size)
         i += nthreads
+
+
+@cuda.jit(device=True)
+def reduce_packets_ll16(dst, dst_off, local, local_off, local_slot, pkt, pkt_off, slot_stride, nslots, nbytes,
+                        tid, nthreads, flag, kind, op, timeout_ns, err, rank, channel, op_code):
+    """Reduce ``nslots`` sources in slot order into ``dst``: slot ``local_slot`` from ``local``, every other
+    slot s from the LL16 packets at ``pkt[pkt_off + s * slot_stride:]`` (waited for). False on timeout."""
+    npkt = (nbytes + LL16_DATA - 1) // LL16_DATA
+    i = tid
+    while i < npkt:
+        off = i * LL16_DATA
+        rem = nbytes - off
+        a0 = np.uint32(0)
+        a1 = np.uint32(0)
+        for s in range(nslots):
+            if s == local_slot:
+                x0 = _data_word(local, local_off + off, rem)
+                x1 = _data_word(local, local_off + off + 4, rem - 4)
+            else:
+                x0, x1, ok = read_packet_ll16(pkt, pkt_off + s * slot_stride + i * LL16_BYTES, flag, timeout_ns,
+                                              err, rank, s, channel, op_code)
+                if not ok:
+                    return False
+            if s == 0:
+                a0 = x0
+                a1 = x1
+            else:
+                a0 = combine_word(a0, x0, kind, op)
+                a1 = combine_word(a1, x1, kind, op)
+        _put_word(dst, dst_off + off, a0, rem)
+        _put_word(dst, dst_off + off + 4, a1, rem - 4)
+        i += nthreads
+    return True

@@ -14,7 +14,7 @@ from numba.core import cgutils
 from numba.extending import intrinsic
 
 from ..channels.fifo import CTRL_ABORT, CTRL_STOP, CTRL_TAIL, MAX_FIELD, TRIGGER_DATA, TRIGGER_FLAG, TRIGGER_SYNC
-from . import driver
+from ..transports import driver
 
 IDLE, HOST, REJECT, DRIVER = 0, 1, 2, 3
 ST_TAIL, ST_W0, ST_W1, ST_DETAIL, ST_SCRATCH, ST_CLOCK = 0, 1, 2, 3, 4, 6  # state words (CLOCK: 2 words)
@@ -77,7 +77,7 @@ def _ops(gpu: bool, stream_write: bool):
             return 0
         return copy, write_token, sync
     copy_async, write64, stream_sync, htod = (driver.copy_dtod_async, driver.stream_write64, driver.stream_sync,
-                                              driver.copy_htod)
+                                              driver.copy_htod_async)
 
     @njit(nogil=True)
     def copy(dst, src, size, stream):
@@ -98,7 +98,10 @@ def _ops(gpu: bool, stream_write: bool):
             if rc != 0:
                 return rc
             state[ST_SCRATCH] = value
-            return htod(addr, state[ST_SCRATCH:].ctypes.data, 8)
+            rc = htod(addr, state[ST_SCRATCH:].ctypes.data, 8, stream)
+            if rc != 0:
+                return rc
+            return stream_sync(stream)
     return copy, write_token, sync
 
 

@@ -38,8 +38,10 @@ def _max_semaphores() -> int:
 class Communicator:
     """One rank's view of the job: peers, its GPU, and the means to connect channels to peers."""
 
-    def __init__(self, bootstrap, device: int | None = None, timeout_s: float | None = -1.0):
+    def __init__(self, bootstrap, device: int | None = None, timeout_s: float | None = -1.0,
+                 transport: str | None = None):
         self.bootstrap = bootstrap
+        self.transport = transport  # PortChannel transport override for every peer (None: by topology)
         self.rank, self.size = bootstrap.rank, bootstrap.size
         self.job_token = bootstrap.job_token
         self.timeout_s = config.timeout_s() if timeout_s == -1.0 else (timeout_s or None)

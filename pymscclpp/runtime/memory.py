@@ -42,12 +42,17 @@ def host_id() -> bytes:
 
 @dataclass(frozen=True)
 class BufferInfo:
-    """A validated contiguous device buffer."""
+    """A validated contiguous device buffer; ``dtype`` is a name (``float32``, ``bfloat16``, ...)."""
     ptr: int
     nbytes: int
-    dtype: np.dtype
+    dtype: str
     shape: tuple
     device: int
+
+    @property
+    def count(self) -> int:
+        """Number of elements."""
+        return int(np.prod(self.shape, dtype=np.int64))
 
 
 def _c_contiguous(shape, strides, itemsize) -> bool:
@@ -75,7 +80,9 @@ def buffer_info(obj, device: int | None = None) -> BufferInfo:
         if not arr.flags.c_contiguous:
             raise InvalidUsageError(f"buffer of shape {arr.shape} with strides {arr.strides} is not "
                                     "contiguous; pass a contiguous array (e.g. a copy)")
-        return BufferInfo(arr.ctypes.data, arr.nbytes, arr.dtype, arr.shape, 0)
+        return BufferInfo(arr.ctypes.data, arr.nbytes, arr.dtype.name, arr.shape, 0)
+    if type(obj).__module__.split(".")[0] == "torch" and hasattr(obj, "data_ptr"):
+        return _torch_info(obj, device)
     cai = getattr(obj, "__cuda_array_interface__", None)
     if cai is None:
         if isinstance(obj, np.ndarray) or (hasattr(obj, "__dlpack_device__") and obj.__dlpack_device__()[0] == 1):
@@ -91,6 +98,11 @@ def buffer_info(obj, device: int | None = None) -> BufferInfo:
                                 "pass a contiguous array (e.g. .contiguous() or a copy)")
     ptr = int(cai["data"][0])
     nbytes = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
+    return _checked(ptr, nbytes, dtype.name, shape, device)
+
+
+def _checked(ptr: int, nbytes: int, dtype: str, shape: tuple, device: int | None) -> BufferInfo:
+    """BufferInfo of GPU memory at ``ptr``, after checking it is device memory on ``device``."""
     if nbytes == 0:
         return BufferInfo(ptr, 0, dtype, shape, -1 if device is None else device)
     kind, ordinal, _, _ = cudadrv.pointer_info(ptr)
@@ -99,6 +111,18 @@ def buffer_info(obj, device: int | None = None) -> BufferInfo:
     if device is not None and ordinal != device:
         raise InvalidUsageError(f"buffer is on GPU {ordinal}, but this communicator uses GPU {device}")
     return BufferInfo(ptr, nbytes, dtype, shape, ordinal)
+
+
+def _torch_info(t, device: int | None) -> BufferInfo:
+    """BufferInfo of a torch tensor (its CUDA array interface refuses bfloat16, so read it directly)."""
+    if not t.is_cuda:
+        raise InvalidUsageError(f"expected a CUDA tensor, got a tensor on {t.device} (host memory); "
+                                "move it to the GPU first")
+    if not t.is_contiguous():
+        raise InvalidUsageError(f"tensor of shape {tuple(t.shape)} with strides {t.stride()} is not contiguous; "
+                                "pass t.contiguous()")
+    return _checked(int(t.data_ptr()), t.numel() * t.element_size(), str(t.dtype).removeprefix("torch."),
+                    tuple(t.shape), device)
 
 
 def alloc(nbytes: int):
@@ -118,7 +142,11 @@ def alloc(nbytes: int):
 
 def as_bytes(obj):
     """A uint8 device-array view of a contiguous device buffer, for kernels that address bytes."""
-    info = buffer_info(obj)
+    return bytes_view(obj, buffer_info(obj))
+
+
+def bytes_view(obj, info: BufferInfo):
+    """``as_bytes`` for a buffer already validated as ``info``."""
     if IS_SIM:
         return FakeCUDAArray(_sim_array(obj).reshape(-1).view(np.uint8))
     return cudadrv.device_array(info.ptr, info.nbytes, owner=obj)

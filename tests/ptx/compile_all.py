@@ -24,6 +24,7 @@ _dispatcher.get_current_device = lambda: pytypes.SimpleNamespace(compute_capabil
 import channel_cases  # noqa: E402
 import test_reduce  # noqa: E402
 import primitives as bench  # noqa: E402
+from pymscclpp.algos import allreduce_kernels as ark  # noqa: E402
 from pymscclpp.channels.memory_channel import MemoryChannelHandle  # noqa: E402
 
 U8, U32 = types.Array(types.uint8, 1, "C"), types.Array(types.uint32, 1, "C")
@@ -38,6 +39,10 @@ KERNELS = {
     "get": (channel_cases._get_kernel, (CHANNEL, i64, i64, i64)),
     "packets": (channel_cases._packet_kernel, (CHANNEL, CHANNEL, U32, i64, i64, i64, i64, b1)),
     "reduce": (test_reduce._kernel, (U8, i64, U8, i64, U8, i64, i64, i64, i64)),
+    "allreduce_packets": (ark.allreduce_packets, (types.UniTuple(CHANNEL, 1), U8, U8, U8, U32, i64, i64, i64, i64,
+                                                  i64, i64)),
+    "allreduce_simple": (ark.allreduce_simple, (types.UniTuple(CHANNEL, 3), U8, U8, U8, U32, i64, i64, i64, i64,
+                                                i64, i64)),
     "bench_put": (bench.put_kernel, (CHANNEL, i64)),
     "bench_signal_pingpong": (bench.signal_pingpong, (CHANNEL, i64, b1)),
     "bench_packet_pingpong": (bench.packet_pingpong, (CHANNEL, i64, b1, i64, b1)),

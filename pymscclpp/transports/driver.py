@@ -35,8 +35,8 @@ if BACKEND == "gpu":  # (the compile-only backend has no driver)
     copy_dtod_async = _fn(_cu, ["cuMemcpyDtoDAsync_v2"], [_U64, _U64, _SZ, _U64])
     stream_write64 = _fn(_cu, ["cuStreamWriteValue64_v2", "cuStreamWriteValue64"], [_U64, _U64, _U64, _U32])
     stream_sync = _fn(_cu, ["cuStreamSynchronize"], [_U64])
-    copy_htod = _fn(_cu, ["cuMemcpyHtoD_v2"], [_U64, _U64, _SZ])
-    copy_dtoh = _fn(_cu, ["cuMemcpyDtoH_v2"], [_U64, _U64, _SZ])
+    copy_htod_async = _fn(_cu, ["cuMemcpyHtoDAsync_v2"], [_U64, _U64, _SZ, _U64])
+    copy_dtoh_async = _fn(_cu, ["cuMemcpyDtoHAsync_v2"], [_U64, _U64, _SZ, _U64])
     _stream_create = _fn(_cu, ["cuStreamCreate"], [ctypes.POINTER(_U64), _U32])
     _stream_destroy = _fn(_cu, ["cuStreamDestroy_v2"], [_U64])
     _mem_alloc = _fn(_cu, ["cuMemAlloc_v2"], [ctypes.POINTER(_U64), _SZ])
@@ -49,20 +49,23 @@ def check(rc: int, what: str) -> None:
         raise BackendError(f"{what} failed with CUresult {rc}")
 
 
-def to_host(dst_host: int, src: int, nbytes: int) -> None:
-    """Synchronous copy of ``nbytes`` from device address ``src`` to host address ``dst_host``."""
+def to_host(dst_host: int, src: int, nbytes: int, stream: int) -> None:
+    """Copy ``nbytes`` from device address ``src`` to host address ``dst_host`` on ``stream`` and wait for it.
+    (Never the legacy default stream: a kernel waiting on the proxy would block the copy.)"""
     if IS_SIM:
         memcpy(dst_host, src, nbytes)
     else:
-        check(copy_dtoh(dst_host, src, nbytes), "cuMemcpyDtoH")
+        check(copy_dtoh_async(dst_host, src, nbytes, stream), "cuMemcpyDtoHAsync")
+        check(stream_sync(stream), "cuStreamSynchronize")
 
 
-def to_device(dst: int, src_host: int, nbytes: int) -> None:
-    """Synchronous copy of ``nbytes`` from host address ``src_host`` to device address ``dst``."""
+def to_device(dst: int, src_host: int, nbytes: int, stream: int) -> None:
+    """Copy ``nbytes`` from host address ``src_host`` to device address ``dst`` on ``stream`` and wait for it."""
     if IS_SIM:
         memcpy(dst, src_host, nbytes)
     else:
-        check(copy_htod(dst, src_host, nbytes), "cuMemcpyHtoD")
+        check(copy_htod_async(dst, src_host, nbytes, stream), "cuMemcpyHtoDAsync")
+        check(stream_sync(stream), "cuStreamSynchronize")
 
 
 def make_current(device: int) -> None:
@@ -97,7 +100,7 @@ def stream_writes_work(stream: int) -> bool:
         if stream_write64(stream, word.value, 0x5EED, 0) != 0 or stream_sync(stream) != 0:
             return False
         out = _U64(0)
-        check(copy_dtoh(ctypes.addressof(out), word.value, 8), "cuMemcpyDtoH")
+        to_host(ctypes.addressof(out), word.value, 8, stream)
         return out.value == 0x5EED
     finally:
         _mem_free(word.value)

@@ -1,0 +1,57 @@
+"""All-reduce algorithms: set up scratch and channels once per communicator, then launch per call.
+
+``PacketAllReduce`` (LL16, one packet hop: small messages) and ``SimpleAllReduce`` (puts plus one
+signal per block: large messages). Each owns its scratch, channels (one semaphore per block) and
+per-block flags; the grid is fixed per algorithm so every block's flag parity stays in step.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..runtime.memory import alloc
+from . import allreduce_kernels as k
+
+
+class _OneShot:
+    """Scratch of ``slots * slot_bytes`` per half, channels to every peer, fixed grid."""
+
+    name = "base"
+    kernel = None
+
+    def __init__(self, comm, slot_bytes: int, blocks: int, threads: int):
+        from numba import cuda
+        self.comm, self.blocks, self.threads, self.slot_bytes = comm, blocks, threads, slot_bytes
+        size = comm.size
+        self.scratch = alloc(2 * size * slot_bytes)
+        peers = [p for p in range(size) if p != comm.rank]
+        chans = comm.memory_channels(peers, src=self.scratch, inbox=self.scratch, semaphores=blocks)
+        self.handles = tuple(chans[p].device_handle() for p in peers)
+        self.scratch_bytes = chans[peers[0]].inbox
+        self.flags = cuda.to_device(np.zeros(blocks, np.uint32))
+
+    def launch(self, inp, out, nbytes: int, kind: int, op: int, stream) -> None:
+        """Run on ``stream`` (a numba stream); ``inp``/``out`` are uint8 device arrays."""
+        self.kernel[self.blocks, self.threads, stream](self.handles, inp, out, self.scratch_bytes, self.flags, nbytes,
+                                                       self.slot_bytes, kind, op, self.comm.rank, self.comm.size)
+
+
+class PacketAllReduce(_OneShot):
+    """LL16 one-shot all-pairs all-reduce for messages up to ``max_bytes``."""
+
+    name = "packet"
+    kernel = k.allreduce_packets
+
+    def __init__(self, comm, max_bytes: int, blocks: int, threads: int):
+        super().__init__(comm, 2 * max_bytes, blocks, threads)
+        self.max_bytes = max_bytes
+
+
+class SimpleAllReduce(_OneShot):
+    """Put-and-signal one-shot all-reduce, in rounds of ``round_bytes``: any size."""
+
+    name = "simple"
+    kernel = k.allreduce_simple
+
+    def __init__(self, comm, round_bytes: int, blocks: int, threads: int):
+        super().__init__(comm, round_bytes, blocks, threads)

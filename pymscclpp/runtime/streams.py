@@ -1,0 +1,30 @@
+"""Turn a caller's stream (torch, cupy, numba, a raw handle, or None) into a numba stream."""
+
+from __future__ import annotations
+
+from .backend import IS_SIM
+
+
+def stream_handle(stream) -> int:
+    """The raw CUstream handle of ``stream`` (0, the legacy default stream, for None)."""
+    if stream is None:
+        return 0
+    if isinstance(stream, int):
+        return stream
+    for attr in ("cuda_stream", "ptr", "handle"):  # torch, cupy, numba/cuda.core
+        value = getattr(stream, attr, None)
+        if value is not None:
+            return int(value.value if hasattr(value, "value") else value)
+    raise TypeError(f"cannot use {type(stream).__name__} as a CUDA stream: pass a torch/cupy/numba stream "
+                    "or a raw handle (int)")
+
+
+def as_numba_stream(stream):
+    """A numba stream launching on the caller's stream (the simulator has only one)."""
+    from numba import cuda
+    if IS_SIM:
+        return cuda.default_stream()
+    if stream is not None and type(stream).__module__.startswith("numba"):
+        return stream
+    handle = stream_handle(stream)
+    return cuda.default_stream() if handle == 0 else cuda.external_stream(handle)

@@ -20,7 +20,7 @@ run() {  # name, command...: run with a time limit, log to OUTDIR/name.log, reme
   echo "=== $name: $*"
   timeout "${STEP_TIMEOUT:-300}" "$@" > "$out/$name.log" 2>&1
   local rc=$?
-  tail -n "${TAIL:-15}" "$out/$name.log"
+  tail -n "${TAIL:-25}" "$out/$name.log"
   echo "$name rc=$rc" >> "$out/summary.txt"
 }
 : > "$out/summary.txt"
@@ -29,5 +29,8 @@ nvidia-smi topo -m >> "$out/gpus.txt" 2>&1
 python3 -c "import numpy, numba, numba.cuda, cuda.bindings, torch; print('numpy', numpy.__version__, 'numba', numba.__version__, 'cuda.bindings', cuda.bindings.__version__, 'torch', torch.__version__, 'nccl', torch.cuda.nccl.version())" | tee -a "$out/gpus.txt"
 run primitives_tests mpirun -np "$np" python3 tests/gpu/run_primitives.py
 run primitives_bench mpirun -np "$np" python3 bench/primitives.py --json "$out/primitives.json"
+run collectives_tests mpirun -np "$np" python3 tests/gpu/run_collectives.py
+run allreduce_graph mpirun -np "$np" python3 -m pymscclpp.bench -b 1K -e 1G -f 4 --graph --check --json "$out/allreduce_graph.json"
+run allreduce_eager mpirun -np "$np" python3 -m pymscclpp.bench -b 1K -e 1M -f 32 --eager --iters 20 --json "$out/allreduce_eager.json"
 for step in ${EXTRA_STEPS:-}; do run "$step" bash -c "${!step}"; done
 echo "=== summary"; cat "$out/summary.txt"

@@ -1,0 +1,1 @@
+"""Benchmarks: ``python -m pymscclpp.bench`` (nccl-tests-style sweeps against NCCL)."""

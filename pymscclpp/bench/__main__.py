@@ -1,0 +1,56 @@
+"""nccl-tests-style benchmark of pymscclpp collectives with NCCL timed in the same run.
+
+``mpirun -np 2 python -m pymscclpp.bench -b 1K -e 1G -f 4 --dtype bfloat16 --graph --check --compare nccl``
+prints size, count, type, redop, time, algbw, busbw, #wrong for pymscclpp and NCCL side by side,
+and writes JSON (``--json``). Needs torch (tensors, events, NCCL through torch.distributed).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+
+from .sweep import run_sweep
+
+
+def parse_size(text: str) -> int:
+    """'64K' -> 65536; plain integers are bytes."""
+    units = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}
+    text = text.strip().upper()
+    if text and text[-1] in units:
+        return int(float(text[:-1]) * units[text[-1]])
+    return int(text)
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m pymscclpp.bench", description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--op", default="all_reduce", choices=["all_reduce"])
+    ap.add_argument("-b", "--minbytes", type=parse_size, default=parse_size("1K"))
+    ap.add_argument("-e", "--maxbytes", type=parse_size, default=parse_size("64M"))
+    ap.add_argument("-f", "--stepfactor", type=int, default=4)
+    ap.add_argument("--dtype", default="bfloat16", choices=["bfloat16", "float16", "float32", "int32", "uint8"])
+    ap.add_argument("--redop", default="sum", choices=["sum", "min", "max"])
+    mode = ap.add_mutually_exclusive_group()
+    mode.add_argument("--graph", dest="graph", action="store_true", default=True, help="CUDA-graph replays (default)")
+    mode.add_argument("--eager", dest="graph", action="store_false", help="one launch per call")
+    ap.add_argument("--iters", type=int, default=50, help="calls per timed run (captured in one graph)")
+    ap.add_argument("--reps", type=int, default=20, help="timed runs; the median is reported")
+    ap.add_argument("--warmup", type=int, default=5)
+    ap.add_argument("--check", action="store_true", help="random data, verified at every size")
+    ap.add_argument("--compare", choices=["nccl", "none"], default="nccl")
+    ap.add_argument("--algo", help="force one pymscclpp algorithm")
+    ap.add_argument("--json", help="write the results here (rank 0)")
+    args = ap.parse_args(argv)
+    os.environ.setdefault("NCCL_NVLS_ENABLE", "0")  # never NVLink multicast on shared hosts
+    rows = run_sweep(args)
+    if rows is not None and args.json:
+        with open(args.json, "w") as f:
+            json.dump({"args": vars(args), "rows": rows}, f, indent=1)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,52 @@
+"""Collective API cases on real GPUs: ``mpirun -np N python tests/gpu/run_collectives.py``."""
+
+from __future__ import annotations
+
+import os
+import sys
+import traceback
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
+
+import numpy as np  # noqa: E402
+from mpi4py import MPI  # noqa: E402
+
+import pymscclpp  # noqa: E402
+import collective_cases as cases  # noqa: E402
+
+
+def main() -> int:
+    comm = pymscclpp.Communicator.from_mpi(MPI.COMM_WORLD)
+    rng = np.random.default_rng(99)
+    plan = []
+    for i in range(30):
+        algo = ["packet", "simple"][i % 2]
+        hi = (1 << 18) if algo == "packet" else (1 << 24)
+        plan.append((cases.all_reduce, dict(count=int(rng.integers(1, hi // 4)), seed=i,
+                                            dtype=str(rng.choice(["float32", "float16", "int32", "uint8"])),
+                                            op=str(rng.choice(["sum", "min", "max"])), inplace=bool(i % 3 == 0),
+                                            algo=algo, repeat=3)))
+    plan.append((cases.all_reduce, dict(count=(300 << 20) // 4 + 3, dtype="float32", op="sum", seed=5,
+                                        inplace=True, algo="simple")))
+    for case in ["size", "dtype", "host", "op"]:
+        plan.append((cases.bad_input, dict(case=case)))
+    failures = 0
+    for fn, params in plan:
+        try:
+            fn(comm, {}, **params)
+            ok = True
+        except Exception:
+            ok = False
+            traceback.print_exc()
+        all_ok = MPI.COMM_WORLD.allreduce(int(ok), op=MPI.MIN)
+        failures += 0 if all_ok else 1
+        if comm.rank == 0:
+            print(f"{'PASS' if all_ok else 'FAIL'} {fn.__name__} {params}", flush=True)
+    if comm.rank == 0:
+        print(f"gpu collectives: {len(plan)} cases, {failures} failed", flush=True)
+    comm.close()
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

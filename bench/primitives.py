@@ -20,6 +20,7 @@ import pymscclpp  # noqa: F401  (chooses the backend before numba.cuda loads)
 from numba import cuda
 
 import pymscclpp.channels.memory_channel as mc
+from pymscclpp.channels.ptx import store_v4
 from pymscclpp.runtime.communicator import Communicator
 from pymscclpp.runtime.memory import alloc
 
@@ -28,6 +29,24 @@ from pymscclpp.runtime.memory import alloc
 def put_kernel(ch, nbytes):
     tid = cuda.blockIdx.x * cuda.blockDim.x + cuda.threadIdx.x
     mc.put(ch, 0, 0, nbytes, tid, cuda.gridDim.x * cuda.blockDim.x)
+
+
+@cuda.jit
+def write_only_kernel(ch, nbytes):
+    """Remote 16-byte stores of a constant: the NVLink write ceiling without local loads."""
+    tid = cuda.blockIdx.x * cuda.blockDim.x + cuda.threadIdx.x
+    nt = cuda.gridDim.x * cuda.blockDim.x
+    i = tid
+    while i < nbytes // 16:
+        store_v4(ch.dst, i * 16, 1, 2, 3, 4)
+        i += nt
+
+
+@cuda.jit
+def get_kernel(ch, nbytes):
+    """Pull: read the peer's memory into ours (the NVLink read path)."""
+    tid = cuda.blockIdx.x * cuda.blockDim.x + cuda.threadIdx.x
+    mc.get(ch, 0, 0, nbytes, tid, cuda.gridDim.x * cuda.blockDim.x)
 
 
 @cuda.jit
@@ -151,6 +170,12 @@ def main() -> None:
     res["put_oneway_GBps_by_grid"] = sweep
     res["put_oneway_GBps"], res["put_grid"] = sweep[best], best
     blocks, threads = (int(x) for x in best.split("x"))
+    for name, kern in [("write_only", write_only_kernel), ("get", get_kernel)]:
+        def one_way(kern=kern):
+            if comm.rank == 0:
+                kern[blocks, threads](ch, args.bytes)
+        timed(one_way, 2, world)
+        res[f"{name}_oneway_GBps"] = args.bytes / timed(one_way, args.reps, world) / 1e6
     res["put_bidir_GBps_per_direction"] = args.bytes / timed(
         lambda: put_kernel[blocks, threads](ch, args.bytes), args.reps, world) / 1e6
 

@@ -40,7 +40,7 @@ class PacketAllReduce(_OneShot):
     """LL16 one-shot all-pairs all-reduce for messages up to ``max_bytes``."""
 
     name = "packet"
-    kernel = k.allreduce_packets
+    kernel = staticmethod(k.allreduce_packets)
 
     def __init__(self, comm, max_bytes: int, blocks: int, threads: int):
         super().__init__(comm, 2 * max_bytes, blocks, threads)
@@ -51,7 +51,7 @@ class SimpleAllReduce(_OneShot):
     """Put-and-signal one-shot all-reduce, in rounds of ``round_bytes``: any size."""
 
     name = "simple"
-    kernel = k.allreduce_simple
+    kernel = staticmethod(k.allreduce_simple)
 
     def __init__(self, comm, round_bytes: int, blocks: int, threads: int):
         super().__init__(comm, round_bytes, blocks, threads)

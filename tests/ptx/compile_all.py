@@ -44,6 +44,8 @@ KERNELS = {
     "allreduce_simple": (ark.allreduce_simple, (types.UniTuple(CHANNEL, 3), U8, U8, U8, U32, i64, i64, i64, i64,
                                                 i64, i64)),
     "bench_put": (bench.put_kernel, (CHANNEL, i64)),
+    "bench_write_only": (bench.write_only_kernel, (CHANNEL, i64)),
+    "bench_get": (bench.get_kernel, (CHANNEL, i64)),
     "bench_signal_pingpong": (bench.signal_pingpong, (CHANNEL, i64, b1)),
     "bench_packet_pingpong": (bench.packet_pingpong, (CHANNEL, i64, b1, i64, b1)),
 }

@@ -1,0 +1,120 @@
+"""Device helpers that generated executor kernels call besides the channel primitives.
+
+``st`` is the plan's persistent uint64 state array on this rank (see ``resources.StateLayout``): packet
+flags per thread block, barrier counters, plan semaphores, and, for the simulator variant, the barriers
+of the thread groups that stand in for thread blocks. Waits are bounded by ``timeout_ns`` (0: unbounded)
+and record a timeout in the error area like channel waits do.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import cuda
+
+from ..channels.device_errors import OP_WAIT, record_timeout
+from ..channels.primitives import LL16_BYTES, LL16_DATA, read_packet_ll16
+from ..channels.ptx import globaltimer, load_acquire, spin_pause, store_release, store_v4_volatile
+
+_ONE = np.uint64(1)
+_FLAG_MAX = 0xFFFFFFFF
+
+
+@cuda.jit(device=True)
+def flag_begin(st, g):
+    """This execution's packet flag for thread block ``g``: one more than its last (never 0; parity
+    alternates across the 32-bit wrap, so double-buffered scratch halves alternate too)."""
+    f = np.int64(st[g]) + 1
+    if f > _FLAG_MAX:
+        f = 2
+    return f
+
+
+@cuda.jit(device=True)
+def flag_end(st, g, flag):
+    """Record thread block ``g``'s flag; call from one thread after all its threads are done with it."""
+    st[g] = np.uint64(flag)
+
+
+@cuda.jit(device=True)
+def split(size, index, slices, align):
+    """Byte offset of slice ``index`` of ``slices`` of ``size`` bytes cut in ``align``-byte units, the
+    remainder spread over the first slices (how thread-block groups share an op, as MSCCL++ splits it)."""
+    units = size // align
+    q = units // slices
+    r = units - q * slices
+    return (index * q + min(index, r)) * align
+
+
+@cuda.jit(device=True)
+def _spin_until_at_least(st, i, target, err, rank, timeout_ns, what):
+    if load_acquire(st, i) >= target:
+        return True
+    start = globaltimer()
+    while load_acquire(st, i) < target:
+        spin_pause()
+        if timeout_ns > 0 and globaltimer() - start > timeout_ns:
+            record_timeout(err, OP_WAIT, rank, -1, what, target, load_acquire(st, i))
+            return False
+    return True
+
+
+@cuda.jit(device=True)
+def group_sync(st, base, g, nt, err, rank, timeout_ns):
+    """Barrier of the ``nt`` threads playing thread block ``g`` (the simulator's stand-in for syncthreads):
+    counter ``st[base + 2g]``, generation ``st[base + 2g + 1]``."""
+    c = base + 2 * g
+    gen = load_acquire(st, c + 1)
+    if cuda.atomic.add(st, c, _ONE) == np.uint64(nt - 1):
+        st[c] = np.uint64(0)
+        store_release(st, c + 1, gen + _ONE)
+        return
+    _spin_until_at_least(st, c + 1, gen + _ONE, err, rank, timeout_ns, -2)
+
+
+@cuda.jit(device=True)
+def tb_barrier(st, i, num, err, rank, timeout_ns):
+    """One thread of each of ``num`` thread blocks meets the others at counter ``st[i]`` (monotonic: round
+    k completes when it reaches (k+1)*num)."""
+    cuda.threadfence()
+    old = cuda.atomic.add(st, i, _ONE)
+    target = (old // np.uint64(num) + _ONE) * np.uint64(num)
+    _spin_until_at_least(st, i, target, err, rank, timeout_ns, -3)
+    cuda.threadfence()
+
+
+@cuda.jit(device=True)
+def sem_release(st, i):
+    """Release plan semaphore ``st[i]`` (one thread): earlier writes become visible to its acquirer."""
+    cuda.threadfence()
+    cuda.atomic.add(st, i, _ONE)
+
+
+@cuda.jit(device=True)
+def sem_acquire(st, i, err, rank, timeout_ns):
+    """Take one unit of plan semaphore ``st[i]`` (one thread), waiting while it is 0."""
+    start = globaltimer()
+    while True:
+        v = load_acquire(st, i)
+        if v > np.uint64(0) and cuda.atomic.cas(st, i, v, v - _ONE) == v:
+            break
+        spin_pause()
+        if timeout_ns > 0 and globaltimer() - start > timeout_ns:
+            record_timeout(err, OP_WAIT, rank, -1, -4, 1, v)
+            break
+    cuda.threadfence()
+
+
+@cuda.jit(device=True)
+def forward_packets(dst, dst_off, pkt, pkt_off, nbytes, tid, nthreads, flag, timeout_ns, err, rank, op):
+    """Wait for the LL16 packets carrying ``nbytes`` at ``pkt[pkt_off:]`` and store them, flag and all, at
+    ``dst[dst_off:]`` (a peer's scratch): the read-put-packets op. False on timeout."""
+    npkt = (nbytes + LL16_DATA - 1) // LL16_DATA
+    f = np.uint32(flag)
+    i = tid
+    while i < npkt:
+        a, c, ok = read_packet_ll16(pkt, pkt_off + i * LL16_BYTES, flag, timeout_ns, err, rank, -1, -1, op)
+        if not ok:
+            return False
+        store_v4_volatile(dst, dst_off + i * LL16_BYTES, a, f, c, f)
+        i += nthreads
+    return True

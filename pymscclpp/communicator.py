@@ -11,7 +11,8 @@ from .channels import reduce as red
 from .errors import InvalidUsageError
 from .runtime.communicator import Communicator as _RuntimeCommunicator
 from .runtime.memory import buffer_info, bytes_view
-from .runtime.streams import as_numba_stream
+from .runtime.backend import IS_SIM
+from .runtime.streams import as_numba_stream, stream_handle
 
 
 class Communicator(_RuntimeCommunicator):
@@ -42,11 +43,15 @@ class Communicator(_RuntimeCommunicator):
         if send.nbytes == 0:
             return
         out = sendbuf if recvbuf is None else recvbuf
-        inp_b, out_b = bytes_view(sendbuf, send), bytes_view(out, recv)
-        numba_stream = as_numba_stream(stream)
+        handle = stream_handle(stream)
         if self.size == 1:
             if recv.ptr != send.ptr:
-                out_b.copy_to_device(inp_b, stream=numba_stream)
+                bytes_view(out, recv).copy_to_device(bytes_view(sendbuf, send), stream=as_numba_stream(stream))
             return
         impl = selector.choose(self, "all_reduce", send.nbytes, algo)
-        impl.launch(inp_b, out_b, send.nbytes, kind, code, numba_stream)
+        impl.launch(self._device_bytes(sendbuf, send), self._device_bytes(out, recv), send.nbytes, kind, code, handle)
+
+    @staticmethod
+    def _device_bytes(obj, info) -> tuple:
+        """(address, array) of a validated buffer: kernels on GPUs need only the address."""
+        return (info.ptr, bytes_view(obj, info) if IS_SIM else None)

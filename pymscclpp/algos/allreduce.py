@@ -11,6 +11,7 @@ import numpy as np
 
 from ..runtime.memory import alloc
 from . import allreduce_kernels as k
+from .launch import PatchableLaunch
 
 
 class _OneShot:
@@ -30,10 +31,20 @@ class _OneShot:
         self.scratch_bytes = chans[peers[0]].inbox
         self.flags = cuda.to_device(np.zeros(blocks, np.uint32))
 
-    def launch(self, inp, out, nbytes: int, kind: int, op: int, stream) -> None:
-        """Run on ``stream`` (a numba stream); ``inp``/``out`` are uint8 device arrays."""
-        self.kernel[self.blocks, self.threads, stream](self.handles, inp, out, self.scratch_bytes, self.flags, nbytes,
-                                                       self.slot_bytes, kind, op, self.comm.rank, self.comm.size)
+        args = (self.handles, self.scratch_bytes, self.scratch_bytes, self.scratch_bytes, self.flags, 0,
+                slot_bytes, 0, 0, comm.rank, size)
+        self._launch = PatchableLaunch(self.kernel, blocks, threads, args)
+
+    def launch(self, send, recv, nbytes: int, kind: int, op: int, stream: int) -> None:
+        """Run on the raw stream handle ``stream``; ``send``/``recv`` are (device address, byte array or
+        None) pairs. Not thread-safe: one call at a time per communicator, as with NCCL."""
+        launch = self._launch
+        launch.set_bytes(1, send[0], nbytes, send[1])
+        launch.set_bytes(2, recv[0], nbytes, recv[1])
+        launch.set_int(5, nbytes)
+        launch.set_int(7, kind)
+        launch.set_int(8, op)
+        launch.launch(stream)
 
 
 class PacketAllReduce(_OneShot):

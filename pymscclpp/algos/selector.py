@@ -21,7 +21,7 @@ _PACKET_MAX = 1 << 20
 
 def _factories(comm) -> dict:
     blocks, threads = (2, 32) if IS_SIM else (32, 512)
-    s_blocks, s_threads = (2, 32) if IS_SIM else (64, 1024)
+    s_blocks, s_threads = (2, 32) if IS_SIM else (64, 512)
     round_bytes = (1 << 16) if IS_SIM else (32 << 20)
     return {
         ("all_reduce", "packet"): lambda: PacketAllReduce(comm, _PACKET_MAX, blocks, threads),

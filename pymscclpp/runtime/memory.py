@@ -101,13 +101,21 @@ def buffer_info(obj, device: int | None = None) -> BufferInfo:
     return _checked(ptr, nbytes, dtype.name, shape, device)
 
 
+_device_of: dict[tuple[int, int], int] = {}  # (address, bytes) -> device ordinal, for buffers seen before
+
+
 def _checked(ptr: int, nbytes: int, dtype: str, shape: tuple, device: int | None) -> BufferInfo:
     """BufferInfo of GPU memory at ``ptr``, after checking it is device memory on ``device``."""
     if nbytes == 0:
         return BufferInfo(ptr, 0, dtype, shape, -1 if device is None else device)
-    kind, ordinal, _, _ = cudadrv.pointer_info(ptr)
-    if kind != "device":
-        raise InvalidUsageError(f"expected GPU device memory, got {kind} memory at {ptr:#x}")
+    ordinal = _device_of.get((ptr, nbytes))
+    if ordinal is None:  # ask the driver once per buffer: collectives are called on the same buffers
+        kind, ordinal, _, _ = cudadrv.pointer_info(ptr)
+        if kind != "device":
+            raise InvalidUsageError(f"expected GPU device memory, got {kind} memory at {ptr:#x}")
+        if len(_device_of) > 4096:
+            _device_of.clear()
+        _device_of[(ptr, nbytes)] = ordinal
     if device is not None and ordinal != device:
         raise InvalidUsageError(f"buffer is on GPU {ordinal}, but this communicator uses GPU {device}")
     return BufferInfo(ptr, nbytes, dtype, shape, ordinal)

@@ -1,0 +1,205 @@
+"""Executor: run an execution plan on a communicator with a kernel generated for the plan and this rank.
+
+``execute`` is collective: every rank of the plan calls it with its own buffers. The first call for a plan,
+a chunk-size bucket or a set of buffers sets up what it needs with the peers (semaphores, scratch, buffer
+exchange), so, as with MSCCL++'s executor, ranks must pass new buffers in the same call. Later calls with
+the same buffers are one dictionary lookup and one kernel launch (plus copies when buffers are staged).
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..channels import reduce as red
+from ..errors import InvalidUsageError
+from ..language.plan import PlanError
+from ..runtime.backend import IS_SIM
+from ..runtime.memory import buffer_info
+from ..runtime.streams import stream_handle
+from .cache import load_module
+from .codegen import KernelSpec
+from .launch import PreparedLaunch
+from .layout import MessageLayout, message_layout
+from .plan import ExecutionPlan
+from .resources import Binding, Copies, PlanResources, ScratchSet, scratch_bytes
+
+DEFAULT_SIM_THREADS = 4
+_SIM_SCRATCH_LIMIT = 1 << 30
+
+
+@dataclass
+class KernelStats:
+    """How long one kernel took to get ready: writing/importing its source, and compiling (or loading
+    numba's disk cache: ``disk_cache_hit``)."""
+
+    plan: str
+    rank: int
+    size_class: int
+    source_s: float
+    compile_s: float
+    disk_cache_hit: bool
+
+
+class PreparedCall:
+    """One call's copies in, kernel launch and copies out, ready to issue on any stream."""
+
+    def __init__(self, launch: PreparedLaunch, binding: Binding, comm):
+        self.launch_, self.binding, self.comm = launch, binding, comm
+        self.pre, self.post = Copies(binding.pre), Copies(binding.post)
+
+    def run(self, stream: int = 0) -> None:
+        """Issue the call on CUstream ``stream`` (asynchronous on GPUs; capturable in a CUDA graph)."""
+        if self.pre.pairs:
+            self.pre.run(stream)
+        self.launch_.launch(stream)
+        if self.post.pairs:
+            self.post.run(stream)
+        if IS_SIM:
+            self.comm.check_device_errors()
+
+
+def _ident(buf) -> tuple:
+    """A cheap identity of a buffer: its address, size and dtype."""
+    if hasattr(buf, "data_ptr") and type(buf).__module__.split(".")[0] == "torch":
+        return buf.data_ptr(), buf.numel(), str(buf.dtype)
+    if IS_SIM and hasattr(buf, "_ary"):
+        return buf._ary.ctypes.data, buf._ary.nbytes, buf._ary.dtype.str
+    cai = getattr(buf, "__cuda_array_interface__", None)
+    if cai is None:
+        return (id(buf),)
+    return cai["data"][0], tuple(cai["shape"]), cai["typestr"]
+
+
+def _dtype_name(info) -> str:
+    return info.dtype if isinstance(info.dtype, str) else np.dtype(info.dtype).name
+
+
+class Executor:
+    """Runs execution plans on ``comm``; ``sim_threads`` threads play each plan thread block under the
+    simulator (default ``PYMSCCLPP_SIM_THREADS`` or 4); ``max_scratch_bytes`` caps a plan's scratch."""
+
+    def __init__(self, comm, sim_threads: int | None = None, max_scratch_bytes: int | None = None):
+        self.comm = comm
+        self.sim_threads = sim_threads or int(os.environ.get("PYMSCCLPP_SIM_THREADS", DEFAULT_SIM_THREADS))
+        self.max_scratch_bytes = max_scratch_bytes
+        self.stats: list[KernelStats] = []
+        self._plans: dict[int, tuple] = {}  # id(plan object) -> (the object, kept alive; its ExecutionPlan)
+        self._resources: dict[str, PlanResources] = {}
+        self._calls: dict[tuple, PreparedCall] = {}  # (plan hash, buffers, op) -> call
+        self._fast: dict[tuple, PreparedCall] = {}   # (id(plan object), buffers, op) -> call
+
+    def execute(self, plan, sendbuf, recvbuf=None, op: str = "sum", stream=None) -> None:
+        """Run ``plan`` on ``sendbuf`` into ``recvbuf`` (``None``: in place) on the caller's ``stream``.
+
+        ``op`` (sum, min, max, prod) is used by every reduction of the plan. Raises ``PlanError`` when the plan
+        cannot run here (ranks, hosts, semaphores, scratch, dtype), before anything is launched.
+        """
+        buffers = (_ident(sendbuf), _ident(recvbuf) if recvbuf is not None else None)
+        call = self._fast.get((id(plan), buffers, op))
+        if call is None:
+            call = self.prepare(plan, sendbuf, recvbuf, op)
+            if call is None:
+                return
+            self._fast[id(plan), buffers, op] = call
+        call.run(stream_handle(stream))
+
+    def prepare(self, plan, sendbuf, recvbuf=None, op: str = "sum") -> PreparedCall | None:
+        """Set up (collectively) everything a call needs and return it ready to run; None for empty buffers."""
+        xplan = self._plan(plan)
+        key = (xplan.key, _ident(sendbuf), _ident(recvbuf) if recvbuf is not None else None, op)
+        if key in self._calls:
+            return self._calls[key]
+        recvbuf = sendbuf if recvbuf is None else recvbuf
+        send, recv = buffer_info(sendbuf, self.comm.device), buffer_info(recvbuf, self.comm.device)
+        dtype = _dtype_name(send)
+        if dtype != _dtype_name(recv):
+            raise InvalidUsageError(f"send buffer is {dtype} but receive buffer is {_dtype_name(recv)}")
+        if send.nbytes == 0 and recv.nbytes == 0:
+            return None
+        self._check_comm(xplan)
+        kind, code = self._reduction(xplan, dtype, op)
+        itemsize = send.nbytes // max(1, int(np.prod(send.shape, dtype=np.int64)))
+        layout = message_layout(xplan, self.comm.rank, send.nbytes, recv.nbytes, itemsize)
+        self._check_scratch(xplan, layout)
+        resources = self._resources.get(xplan.key)
+        if resources is None:
+            resources = self._resources[xplan.key] = PlanResources(self.comm, xplan)
+        scratch = resources.scratch_sets.get(layout.bucket)
+        if scratch is None:
+            scratch = resources.scratch_sets[layout.bucket] = ScratchSet(self.comm, xplan, layout.bucket)
+        binding = Binding(self.comm, xplan, scratch, layout, sendbuf, send, recvbuf, recv)
+        spec = KernelSpec(xplan, self.comm.rank, kind, code, itemsize if kind is not None else 1, layout.size_class,
+                          self.sim_threads if IS_SIM else 0)
+        call = self._calls[key] = PreparedCall(self._launch(spec, resources, scratch, binding, layout), binding,
+                                               self.comm)
+        return call
+
+    # -- pieces of prepare ----------------------------------------------------------------------
+
+    def _plan(self, plan) -> ExecutionPlan:
+        known = self._plans.get(id(plan))
+        if known is None:
+            known = self._plans[id(plan)] = (plan, ExecutionPlan.from_plan(plan))
+        return known[1]
+
+    def _check_comm(self, xplan: ExecutionPlan) -> None:
+        comm, name = self.comm, xplan.name
+        if xplan.num_ranks != comm.size:
+            raise PlanError(f"plan {name!r} is for {xplan.num_ranks} ranks, but the communicator has {comm.size}")
+        if xplan.key in self._resources:
+            return
+        far = [p for p in xplan.peers(comm.rank) if p not in comm.peer_pools]
+        if far:
+            raise PlanError(f"plan {name!r}: rank {comm.rank} has memory channels to ranks {far} on another host; "
+                            "memory channels need peers on the same host")
+        need = sum(xplan.tokens(comm.rank, p) for p in xplan.peers(comm.rank))
+        slots = comm.device_pool.slots
+        if need > slots.slots - slots.next:
+            raise PlanError(f"plan {name!r} needs {need} semaphore tokens on rank {comm.rank} for its channels, but "
+                            f"only {slots.slots - slots.next} of {slots.slots} are left (PYMSCCLPP_MAX_SEMAPHORES)")
+
+    @staticmethod
+    def _reduction(xplan: ExecutionPlan, dtype: str, op: str) -> tuple[int | None, int]:
+        if not xplan.reduces:
+            return None, 0
+        if dtype not in red.DTYPE_KINDS:
+            raise PlanError(f"plan {xplan.name!r} reduces, and cannot reduce {dtype}: supported dtypes are "
+                            f"{', '.join(red.DTYPE_KINDS)}")
+        if op not in red.OPS:
+            raise InvalidUsageError(f"unknown reduction op {op!r}: supported are {', '.join(red.OPS)}")
+        return red.DTYPE_KINDS[dtype], red.OPS[op]
+
+    def _scratch_limit(self) -> int:
+        if self.max_scratch_bytes is not None:
+            return self.max_scratch_bytes
+        raw = os.environ.get("PYMSCCLPP_MAX_SCRATCH_BYTES")
+        if raw:
+            return int(raw)
+        if IS_SIM:
+            return _SIM_SCRATCH_LIMIT
+        from numba import cuda
+        return int(cuda.current_context().get_memory_info().free)
+
+    def _check_scratch(self, xplan: ExecutionPlan, layout: MessageLayout) -> None:
+        need = max(scratch_bytes(xplan, r, layout.bucket) for r in range(xplan.num_ranks))
+        limit = self._scratch_limit()
+        if need > limit:
+            raise PlanError(f"plan {xplan.name!r} needs {need} bytes of scratch per rank for {layout.chunk}-byte "
+                            f"chunks, more than the {limit} bytes available")
+
+    def _launch(self, spec: KernelSpec, resources: PlanResources, scratch: ScratchSet, binding: Binding,
+                layout: MessageLayout) -> PreparedLaunch:
+        module, source_s = load_module(spec)
+        values = {"inp": binding.kin, "out": binding.kout, "scr": scratch.scratch, "st": resources.state,
+                  "err": self.comm.error_area, "tmo": np.uint64(self.comm.timeout_ns), "chunk": np.int64(layout.chunk)}
+        values.update({f"rb{j}": arr for j, arr in enumerate(binding.remote)})
+        values.update({f"sem{p}": h for p, h in resources.handles.items()})
+        grid, block = spec.launch_dims
+        launch = PreparedLaunch(module.kernel, grid, block, tuple(values[n] for n in spec.arg_names))
+        if source_s or launch.compile_s:
+            self.stats.append(KernelStats(spec.xplan.name, spec.rank, spec.size_class, source_s, launch.compile_s,
+                                          launch.disk_cache_hit))
+        return launch

@@ -1,5 +1,7 @@
 """pymscclpp: GPU collective communication in pure Python on numba-cuda, after MSCCL++."""
 
+__version__ = "0.1.0"
+
 from .runtime import backend as _backend  # chooses gpu/sim before numba.cuda loads
 from .errors import (BackendError, BootstrapError, CommTimeoutError, InvalidUsageError,
                      PeerDisconnectedError, PymscclppError, RegistrationError)
@@ -7,7 +9,6 @@ from .errors import (BackendError, BootstrapError, CommTimeoutError, InvalidUsag
 from .communicator import Communicator
 from .runtime.bootstrap import UniqueId, get_unique_id
 
-__version__ = "0.1.0"
 BACKEND = _backend.BACKEND
 
 __all__ = ["BACKEND", "BackendError", "Communicator", "UniqueId", "get_unique_id", "BootstrapError", "CommTimeoutError", "InvalidUsageError",

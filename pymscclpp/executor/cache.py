@@ -7,6 +7,7 @@ so numba keeps their compiled code next to the file and a second process loads i
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import importlib.util
 import os
@@ -29,6 +30,7 @@ def cache_dir() -> Path:
     return Path(root) / "executor"
 
 
+@functools.cache
 def _code_digest() -> str:
     """Hash of pymscclpp's version and device code: a change there must not reuse old compiled kernels."""
     from .. import __version__
@@ -39,12 +41,9 @@ def _code_digest() -> str:
     return h.hexdigest()
 
 
-_DIGEST = _code_digest()
-
-
 def kernel_key(spec: KernelSpec) -> str:
     """The cache key of a kernel."""
-    fields = (spec.xplan.key, spec.rank, spec.kind, spec.op, spec.size_class, spec.sim_threads, _DIGEST)
+    fields = (spec.xplan.key, spec.rank, spec.kind, spec.op, spec.size_class, spec.sim_threads, _code_digest())
     return hashlib.sha256(repr(fields).encode()).hexdigest()[:32]
 
 

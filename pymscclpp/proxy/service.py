@@ -374,8 +374,13 @@ class ProxyService:
                 pass
 
     def _receive_loop(self) -> None:
+        try:  # made before any kernel waits on this thread: allocations may synchronize the device
+            driver.make_current(self.comm.device)
+            stager = Stager(driver.create_stream())
+        except BaseException as exc:
+            self.fail(f"rank {self.comm.rank}: the proxy receiver could not start: {exc}")
+            return
         sel = selectors.DefaultSelector()
-        stager = None
         live = 0
         while True:
             with self._lock:
@@ -392,9 +397,6 @@ class ProxyService:
             for key, _ in ready:
                 link = key.data
                 try:
-                    if stager is None:
-                        driver.make_current(self.comm.device)
-                        stager = Stager(driver.create_stream())
                     if self._handle_frame(link, stager):
                         continue
                 except Exception as exc:

@@ -1,0 +1,1 @@
+"""Executor tests: generated kernels against the reference interpreter, across rank processes."""

@@ -30,7 +30,10 @@ python3 -c "import numpy, numba, numba.cuda, cuda.bindings, torch; print('numpy'
 run primitives_tests mpirun -np "$np" python3 tests/gpu/run_primitives.py
 run primitives_bench mpirun -np "$np" python3 bench/primitives.py --json "$out/primitives.json"
 run collectives_tests mpirun -np "$np" python3 tests/gpu/run_collectives.py
+PYMSCCLPP_SOCKET_ADDR=127.0.0.1 run port_tests mpirun -np "$np" python3 tests/gpu/run_port.py
+PYMSCCLPP_SOCKET_ADDR=127.0.0.1 run port_bench mpirun -np "$np" python3 bench/port_channel.py --json "$out/port.json"
 run allreduce_graph mpirun -np "$np" python3 -m pymscclpp.bench -b 1K -e 1G -f 4 --graph --check --json "$out/allreduce_graph.json"
+run allreduce_graph_mid mpirun -np "$np" python3 -m pymscclpp.bench -b 128K -e 8M -f 2 --graph --check --algo simple
 run allreduce_eager mpirun -np "$np" python3 -m pymscclpp.bench -b 1K -e 1M -f 32 --eager --iters 20 --json "$out/allreduce_eager.json"
 for step in ${EXTRA_STEPS:-}; do run "$step" bash -c "${!step}"; done
 echo "=== summary"; cat "$out/summary.txt"

@@ -15,7 +15,6 @@ import os
 import statistics
 import time
 
-import numpy as np
 from mpi4py import MPI
 
 import pymscclpp  # noqa: F401  (chooses the backend before numba.cuda loads)

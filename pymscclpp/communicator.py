@@ -21,6 +21,7 @@ class Communicator(_RuntimeCommunicator):
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
         self._algos: dict = {}
+        self._table = None  # the selection table, read on first use
 
     def _pair(self, what: str, sendbuf, recvbuf, recv_factor: int = 1, send_factor: int = 1):
         """Validated (send, recv) infos: recv holds ``recv_factor / send_factor`` times the send bytes."""

@@ -19,6 +19,7 @@ class _OneShot:
 
     name = "base"
     kernel = None
+    max_bytes = float("inf")
 
     def __init__(self, comm, slot_bytes: int, blocks: int, threads: int):
         from numba import cuda

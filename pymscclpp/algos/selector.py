@@ -14,18 +14,19 @@ from ..runtime.backend import IS_SIM
 from .allreduce import PacketAllReduce, SimpleAllReduce
 
 _INF = float("inf")
-# Measured on 2 x H200 (docs/performance.md); the simulator uses few threads.
-DEFAULT_TABLE = {"all_reduce": [(1 << 20, "packet"), (_INF, "simple")]}
+# Measured on 2 x H200 (docs/performance.md).
+DEFAULT_TABLE = {"all_reduce": [(64 << 10, "packet"), (256 << 10, "packet_wide"), (_INF, "simple")]}
 _PACKET_MAX = 1 << 20
 
 
 def _factories(comm) -> dict:
-    blocks, threads = (2, 32) if IS_SIM else (32, 512)
-    s_blocks, s_threads = (2, 32) if IS_SIM else (64, 512)
-    round_bytes = (1 << 16) if IS_SIM else (32 << 20)
+    """Algorithm builders by (collective, name); the simulator runs few, small blocks."""
+    sim = IS_SIM
     return {
-        ("all_reduce", "packet"): lambda: PacketAllReduce(comm, _PACKET_MAX, blocks, threads),
-        ("all_reduce", "simple"): lambda: SimpleAllReduce(comm, round_bytes, s_blocks, s_threads),
+        ("all_reduce", "packet"): lambda: PacketAllReduce(comm, _PACKET_MAX, *((2, 32) if sim else (16, 256))),
+        ("all_reduce", "packet_wide"): lambda: PacketAllReduce(comm, _PACKET_MAX, *((2, 32) if sim else (64, 512))),
+        ("all_reduce", "simple"): lambda: SimpleAllReduce(comm, (1 << 16) if sim else (32 << 20),
+                                                           *((2, 32) if sim else (64, 512))),
     }
 
 
@@ -44,18 +45,20 @@ def load_table() -> dict:
 
 def choose(comm, collective: str, nbytes: int, forced: str | None = None):
     """The algorithm instance for ``collective`` at ``nbytes`` (``forced`` names one), built on first use."""
-    factories = _factories(comm)
     if forced is None:
-        rows = load_table().get(collective, [])
-        forced = next((name for limit, name in rows if nbytes <= limit), None)
+        if comm._table is None:
+            comm._table = load_table()
+        forced = next((name for limit, name in comm._table.get(collective, ()) if nbytes <= limit), None)
         if forced is None:
             raise InvalidUsageError(f"no {collective} algorithm covers {nbytes} bytes")
-    key = (collective, forced)
-    if key not in factories:
-        names = sorted(n for c, n in factories if c == collective)
-        raise InvalidUsageError(f"unknown {collective} algorithm {forced!r}: choose from {names}")
-    if forced == "packet" and nbytes > _PACKET_MAX:
-        raise InvalidUsageError(f"{collective} algorithm 'packet' handles at most {_PACKET_MAX} bytes, got {nbytes}")
-    if key not in comm._algos:
-        comm._algos[key] = factories[key]()
-    return comm._algos[key]
+    impl = comm._algos.get((collective, forced))
+    if impl is None:
+        factories = _factories(comm)
+        if (collective, forced) not in factories:
+            names = sorted(n for c, n in factories if c == collective)
+            raise InvalidUsageError(f"unknown {collective} algorithm {forced!r}: choose from {names}")
+        impl = comm._algos[(collective, forced)] = factories[(collective, forced)]()
+    if nbytes > impl.max_bytes:
+        raise InvalidUsageError(f"{collective} algorithm {forced!r} handles at most {impl.max_bytes} bytes, "
+                                f"got {nbytes}")
+    return impl

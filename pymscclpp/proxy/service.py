@@ -14,7 +14,6 @@ import os
 import selectors
 import struct
 import threading
-import time
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -26,7 +25,7 @@ from ..channels.port_channel import PortChannel
 from ..errors import InvalidUsageError, ProxyError
 from ..runtime.backend import IS_SIM
 from ..runtime.memory import RemoteMemory, buffer_info
-from ..transports import Offer, Transport, forced, negotiate, pack_offer, propose, unpack_offer
+from ..transports import Transport, forced, negotiate, pack_offer, propose, unpack_offer
 from ..transports import frames, ib_wire
 from ..transports.ethernet import Stager
 from ..transports.link import Link

@@ -129,8 +129,13 @@ def _torch_info(t, device: int | None) -> BufferInfo:
     if not t.is_contiguous():
         raise InvalidUsageError(f"tensor of shape {tuple(t.shape)} with strides {t.stride()} is not contiguous; "
                                 "pass t.contiguous()")
-    return _checked(int(t.data_ptr()), t.numel() * t.element_size(), str(t.dtype).removeprefix("torch."),
-                    tuple(t.shape), device)
+    name = _TORCH_DTYPE_NAMES.get(t.dtype)
+    if name is None:
+        name = _TORCH_DTYPE_NAMES[t.dtype] = str(t.dtype).removeprefix("torch.")
+    return _checked(t.data_ptr(), t.nbytes, name, (t.numel(),), device)
+
+
+_TORCH_DTYPE_NAMES: dict = {}
 
 
 def alloc(nbytes: int):

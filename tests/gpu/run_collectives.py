@@ -26,8 +26,12 @@ def main() -> int:
                                             dtype=str(rng.choice(["float32", "float16", "int32", "uint8"])),
                                             op=str(rng.choice(["sum", "min", "max"])), inplace=bool(i % 3 == 0),
                                             algo=algo, repeat=3)))
-    plan.append((cases.all_reduce, dict(count=(300 << 20) // 4 + 3, dtype="float32", op="sum", seed=5,
-                                        inplace=True, algo="simple")))
+    for mb, inplace in [(300, True), (70, False), (33, True), (96, False)]:  # several rounds, short last one
+        plan.append((cases.all_reduce, dict(count=(mb << 20) // 4 + 3, dtype="float32", op="sum", seed=mb,
+                                            inplace=inplace, algo="simple", repeat=2)))
+    for algo in ["packet", "packet_wide"]:
+        plan.append((cases.all_reduce, dict(count=200_000, dtype="float16", op="max", seed=1, inplace=False,
+                                            algo=algo, repeat=3)))
     for case in ["size", "dtype", "host", "op"]:
         plan.append((cases.bad_input, dict(case=case)))
     failures = 0

@@ -17,6 +17,7 @@ export PYMSCCLPP_BACKEND=gpu PYMSCCLPP_TIMEOUT_S=${PYMSCCLPP_TIMEOUT_S:-20}
 np=${NP:-2}
 run() {  # name, command...: run with a time limit, log to OUTDIR/name.log, remember the status
   local name=$1; shift
+  if [ -n "${STEPS:-}" ] && [[ " $STEPS " != *" $name "* ]]; then return; fi  # STEPS="a b" runs only those
   echo "=== $name: $*"
   timeout "${STEP_TIMEOUT:-300}" "$@" > "$out/$name.log" 2>&1
   local rc=$?
@@ -34,6 +35,6 @@ PYMSCCLPP_SOCKET_ADDR=127.0.0.1 run port_tests mpirun -np "$np" python3 tests/gp
 PYMSCCLPP_SOCKET_ADDR=127.0.0.1 run port_bench mpirun -np "$np" python3 bench/port_channel.py --json "$out/port.json"
 run allreduce_graph mpirun -np "$np" python3 -m pymscclpp.bench -b 1K -e 1G -f 4 --graph --check --json "$out/allreduce_graph.json"
 run allreduce_graph_mid mpirun -np "$np" python3 -m pymscclpp.bench -b 128K -e 8M -f 2 --graph --check --algo simple
-run allreduce_eager mpirun -np "$np" python3 -m pymscclpp.bench -b 1K -e 1M -f 32 --eager --iters 20 --json "$out/allreduce_eager.json"
+run allreduce_eager mpirun -np "$np" python3 -m pymscclpp.bench -b 1K -e 1M -f 32 --eager --iters 20 --profile --json "$out/allreduce_eager.json"
 for step in ${EXTRA_STEPS:-}; do run "$step" bash -c "${!step}"; done
 echo "=== summary"; cat "$out/summary.txt"

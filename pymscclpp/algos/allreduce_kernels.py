@@ -57,9 +57,9 @@ def allreduce_simple(chans, inp, out, scratch, flags, nbytes, round_bytes, kind,
         half = (flag % 2) * nranks * round_bytes
         r_lo = rd * round_bytes
         r_n = min(round_bytes, nbytes - r_lo)
-        # the same slice every round (a short last round just ends early): block b only ever touches
-        # scratch that block b of the peer reads, which its signals order
-        per = ((round_bytes + nb - 1) // nb + 15) // 16 * 16
+        # the same slice every round of a call (a short last round just ends early): block b only ever
+        # touches scratch that block b of the peer reads, which their signals order
+        per = ((min(nbytes, round_bytes) + nb - 1) // nb + 15) // 16 * 16
         lo = min(b * per, r_n)
         n = min(per, r_n - lo)
         n -= n % itemsize

@@ -26,7 +26,7 @@ def _factories(comm) -> dict:
         ("all_reduce", "packet"): lambda: PacketAllReduce(comm, _PACKET_MAX, *((2, 32) if sim else (16, 256))),
         ("all_reduce", "packet_wide"): lambda: PacketAllReduce(comm, _PACKET_MAX, *((2, 32) if sim else (64, 512))),
         ("all_reduce", "simple"): lambda: SimpleAllReduce(comm, (1 << 16) if sim else (32 << 20),
-                                                           *((2, 32) if sim else (64, 512))),
+                                                           *((2, 32) if sim else (128, 512))),
     }
 
 

@@ -43,6 +43,7 @@ def main(argv=None) -> int:
     ap.add_argument("--compare", choices=["nccl", "none"], default="nccl")
     ap.add_argument("--algo", help="force one pymscclpp algorithm")
     ap.add_argument("--json", help="write the results here (rank 0)")
+    ap.add_argument("--profile", action="store_true", help="print where the host time of eager calls goes (rank 0)")
     args = ap.parse_args(argv)
     os.environ.setdefault("NCCL_NVLS_ENABLE", "0")  # never NVLink multicast on shared hosts
     rows = run_sweep(args)

@@ -35,6 +35,24 @@ def _bus_factor(op: str, n: int) -> float:
     return 2 * (n - 1) / n if op == "all_reduce" else (n - 1) / n
 
 
+def _profile(fn, rank: int, world) -> None:
+    """cProfile 2000 eager calls (both ranks call; rank 0 prints the top entries)."""
+    import cProfile
+    import pstats
+    import time
+    world.Barrier()
+    prof = cProfile.Profile()
+    start = time.perf_counter()
+    prof.enable()
+    for _ in range(2000):
+        fn()
+    prof.disable()
+    host_us = (time.perf_counter() - start) / 2000 * 1e6
+    if rank == 0:
+        print(f"# host time per call under the profiler: {host_us:.1f} us", flush=True)
+        pstats.Stats(prof).sort_stats("tottime").print_stats(12)
+
+
 def run_sweep(args) -> list[dict] | None:
     """Run the sweep; rank 0 prints the table and gets the rows (others get None)."""
     world, comm, torch, dist = _setup()
@@ -82,6 +100,8 @@ def run_sweep(args) -> list[dict] | None:
             t_ref = time_graph(capture(call_ref, args.iters), args.iters, args.reps, barrier) \
                 if args.compare == "nccl" else float("nan")
         else:
+            if args.profile:
+                _profile(call_ours, comm.rank, world)
             t_ours = time_eager(call_ours, args.iters, args.reps, barrier)
             t_ref = time_eager(call_ref, args.iters, args.reps, barrier) if args.compare == "nccl" else float("nan")
         comm.check_device_errors()

@@ -44,7 +44,7 @@ class Communicator(_RuntimeCommunicator):
         if send.nbytes == 0:
             return
         out = sendbuf if recvbuf is None else recvbuf
-        handle = stream_handle(stream)
+        handle = stream_handle(stream, sendbuf, self.device)
         if self.size == 1:
             if recv.ptr != send.ptr:
                 bytes_view(out, recv).copy_to_device(bytes_view(sendbuf, send), stream=as_numba_stream(stream))

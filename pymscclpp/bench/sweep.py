@@ -77,8 +77,8 @@ def run_sweep(args) -> list[dict] | None:
         out_ours, out_ref = torch.empty_like(x), torch.empty_like(x)
         stream = torch.cuda.current_stream()
 
-        def call_ours():
-            comm.all_reduce(ours, out_ours, op=args.redop, stream=torch.cuda.current_stream(), algo=args.algo)
+        def call_ours():  # stream=None: torch's current stream (the capture stream inside a graph)
+            comm.all_reduce(ours, out_ours, op=args.redop, algo=args.algo)
 
         def call_ref():
             out_ref.copy_(ref)

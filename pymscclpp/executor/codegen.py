@@ -153,7 +153,9 @@ class _Writer:
 
     def kernel(self) -> list[str]:
         spec = self.spec
-        out = ["@cuda.jit" if spec.sim_threads else "@cuda.jit(cache=True)",
+        # a block of T threads can only launch if each thread fits in 64K registers / T
+        regs = min(255, 65536 // self.plan.num_threads_per_block // 8 * 8)
+        out = ["@cuda.jit" if spec.sim_threads else f"@cuda.jit(cache=True, max_registers={regs})",
                f"def kernel({', '.join(spec.arg_names)}):"]
         if spec.sim_threads:
             out += ["    g = cuda.threadIdx.x // T", "    tid = cuda.threadIdx.x % T", "    nt = T"]
@@ -174,7 +176,7 @@ class _Writer:
         self.tb = tb
         out = ["@cuda.jit(device=True)", f"def tb{tb.id}({self.common}, chunk, tid, nt, g, flag):",
                f'    """Plan thread block {tb.id}: {len(tb.ops)} ops."""']
-        out.append(f"    cs = chunk * PK")
+        out.append("    cs = chunk * PK")
         if self.plan.use_double_scratch_buffer:
             out.append("    par = (flag - 1) & 1  # which half of the double scratch buffer")
         for i, op in enumerate(tb.ops):
@@ -236,8 +238,9 @@ class _Writer:
         share = "2 * lo" if packets else "lo"
         if code != "s":
             return array, f"{ref.index} * chunk + {share}"
-        half = f"par * {owner.scratch_chunks} + " if self.plan.use_double_scratch_buffer else ""
-        return array, f"({half}{ref.index}) * cs + {share}"
+        if self.plan.use_double_scratch_buffer:
+            return array, f"(par * {owner.scratch_chunks} + {ref.index}) * cs + {share}"
+        return array, f"{ref.index} * cs + {share}"
 
     def data(self, op: Op, unit: int | None) -> list[str]:
         shape = DATA_OPS[op.name]

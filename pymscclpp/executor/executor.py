@@ -3,7 +3,8 @@
 ``execute`` is collective: every rank of the plan calls it with its own buffers. The first call for a plan,
 a chunk-size bucket or a set of buffers sets up what it needs with the peers (semaphores, scratch, buffer
 exchange), so, as with MSCCL++'s executor, ranks must pass new buffers in the same call. Later calls with
-the same buffers are one dictionary lookup and one kernel launch (plus copies when buffers are staged).
+the same buffer objects are one dictionary lookup and one kernel launch (plus copies when buffers are staged);
+the executor keeps the buffers of the calls it has set up referenced until ``close``.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from .plan import ExecutionPlan
 from .resources import Binding, Copies, PlanResources, ScratchSet, scratch_bytes
 
 DEFAULT_SIM_THREADS = 4
+_FAST_ENTRIES = 64  # calls remembered by buffer object identity (their buffers stay referenced)
 _SIM_SCRATCH_LIMIT = 1 << 30
 
 
@@ -89,7 +91,7 @@ class Executor:
         self._plans: dict[int, tuple] = {}  # id(plan object) -> (the object, kept alive; its ExecutionPlan)
         self._resources: dict[str, PlanResources] = {}
         self._calls: dict[tuple, PreparedCall] = {}  # (plan hash, buffers, op) -> call
-        self._fast: dict[tuple, PreparedCall] = {}   # (id(plan object), buffers, op) -> call
+        self._fast: dict[tuple, tuple] = {}  # (ids of plan, send, recv; op) -> (plan, send, recv, call)
 
     def execute(self, plan, sendbuf, recvbuf=None, op: str = "sum", stream=None) -> None:
         """Run ``plan`` on ``sendbuf`` into ``recvbuf`` (``None``: in place) on the caller's ``stream``.
@@ -97,13 +99,17 @@ class Executor:
         ``op`` (sum, min, max, prod) is used by every reduction of the plan. Raises ``PlanError`` when the plan
         cannot run here (ranks, hosts, semaphores, scratch, dtype), before anything is launched.
         """
-        buffers = (_ident(sendbuf), _ident(recvbuf) if recvbuf is not None else None)
-        call = self._fast.get((id(plan), buffers, op))
-        if call is None:
+        key = (id(plan), id(sendbuf), id(recvbuf), op)
+        hit = self._fast.get(key)
+        if hit is not None and hit[0] is plan and hit[1] is sendbuf and hit[2] is recvbuf:
+            call = hit[3]
+        else:
             call = self.prepare(plan, sendbuf, recvbuf, op)
             if call is None:
                 return
-            self._fast[id(plan), buffers, op] = call
+            if len(self._fast) >= _FAST_ENTRIES:
+                del self._fast[next(iter(self._fast))]
+            self._fast[key] = (plan, sendbuf, recvbuf, call)
         call.run(stream_handle(stream))
 
     def prepare(self, plan, sendbuf, recvbuf=None, op: str = "sum") -> PreparedCall | None:
@@ -136,6 +142,13 @@ class Executor:
         call = self._calls[key] = PreparedCall(self._launch(spec, resources, scratch, binding, layout), binding,
                                                self.comm)
         return call
+
+    def close(self) -> None:
+        """Forget every prepared call, plan resource and buffer reference (the communicator stays open)."""
+        self._fast.clear()
+        self._calls.clear()
+        self._resources.clear()
+        self._plans.clear()
 
     # -- pieces of prepare ----------------------------------------------------------------------
 

@@ -11,7 +11,7 @@ import hashlib
 import os
 import socket
 import struct
-from dataclasses import dataclass
+from typing import NamedTuple
 
 import numpy as np
 
@@ -40,8 +40,7 @@ def host_id() -> bytes:
     return hashlib.sha256(seed.encode()).digest()[:16]
 
 
-@dataclass(frozen=True)
-class BufferInfo:
+class BufferInfo(NamedTuple):
     """A validated contiguous device buffer; ``dtype`` is a name (``float32``, ``bfloat16``, ...)."""
     ptr: int
     nbytes: int
@@ -131,8 +130,9 @@ def _torch_info(t, device: int | None) -> BufferInfo:
                                 "pass t.contiguous()")
     name = _TORCH_DTYPE_NAMES.get(t.dtype)
     if name is None:
-        name = _TORCH_DTYPE_NAMES[t.dtype] = str(t.dtype).removeprefix("torch.")
-    return _checked(t.data_ptr(), t.nbytes, name, (t.numel(),), device)
+        name = _TORCH_DTYPE_NAMES[t.dtype] = (str(t.dtype).removeprefix("torch."), t.element_size())
+    nbytes = t.nbytes
+    return _checked(t.data_ptr(), nbytes, name[0], (nbytes // name[1],), device)
 
 
 _TORCH_DTYPE_NAMES: dict = {}

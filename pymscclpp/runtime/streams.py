@@ -5,9 +5,13 @@ from __future__ import annotations
 from .backend import IS_SIM
 
 
-def stream_handle(stream) -> int:
-    """The raw CUstream handle of ``stream`` (0, the legacy default stream, for None)."""
+def stream_handle(stream, buffer=None, device: int = 0) -> int:
+    """The raw CUstream handle of ``stream``; for None, torch's current stream when ``buffer`` is a torch
+    tensor (so collectives follow torch's stream and graph capture), else 0 (the legacy default stream)."""
     if stream is None:
+        if buffer is not None and not IS_SIM and type(buffer).__module__.split(".")[0] == "torch":
+            import torch
+            return torch._C._cuda_getCurrentRawStream(device)
         return 0
     if isinstance(stream, int):
         return stream

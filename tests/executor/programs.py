@@ -142,3 +142,23 @@ def allreduce_forward(n: int) -> dict:
 FEATURE_PROGRAMS = {"allgather_groups": allgather_groups, "allgather_get": allgather_get,
                     "allgather_forward": allgather_forward, "reducescatter_groups": reducescatter_groups,
                     "allreduce_forward": allreduce_forward}
+
+
+def allgather_port(n: int) -> dict:
+    """All-pairs allgather over port channels (proxy puts with signal); the executor refuses these for now."""
+    from pymscclpp.language.channel import PortChannel
+    with CollectiveProgram("allgather_port", AllGather(n, 1, False), n):
+        ch = {(r, p): PortChannel(p, r) for r in range(n) for p in _peers(r, n)}
+        for r in range(n):
+            me = Rank(r)
+            inp, out = me.get_input_buffer(), me.get_output_buffer()
+            for p in _peers(r, n):
+                ch[r, p].signal(tb=0)
+            for p in _peers(r, n):
+                ch[r, p].wait(tb=0)
+            for p in _peers(r, n):
+                ch[r, p].put_with_signal_and_flush(Rank(p).get_output_buffer()[r:r + 1], inp[0:1], tb=0)
+            me.copy(out[r:r + 1], inp[0:1], tb=0)
+            for p in _peers(r, n):
+                ch[r, p].wait(tb=0)
+        return json.loads(JSON())

@@ -1,0 +1,122 @@
+"""Generated kernel source, the compile cache, plan loading and message layout (no rank processes)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from pymscclpp.executor import ExecutionPlan
+from pymscclpp.executor.cache import kernel_key, load_module
+from pymscclpp.executor.codegen import KernelSpec
+from pymscclpp.executor.layout import message_layout
+from pymscclpp.language.programs import PROGRAMS
+
+HERE = Path(__file__).parent
+ROOT = HERE.parent.parent
+
+
+def spec(name: str = "allreduce_allpairs", n: int = 2, rank: int = 0, size_class: int = 0, sim_threads: int = 0,
+         **kwargs) -> KernelSpec:
+    return KernelSpec(ExecutionPlan.from_plan(PROGRAMS[name](n, **kwargs)), rank, 0, 0, 4, size_class, sim_threads)
+
+
+@pytest.fixture(scope="module")
+def ptx_lines(tmp_path_factory):
+    env = {k: v for k, v in os.environ.items() if k != "NUMBA_ENABLE_CUDASIM"}
+    env["PYMSCCLPP_CACHE_DIR"] = str(tmp_path_factory.mktemp("ptx-cache"))
+    proc = subprocess.run([sys.executable, str(HERE / "compile_kernels.py")], env=env, capture_output=True, text=True,
+                          timeout=600)
+    if proc.returncode != 0 and "libnvvm" in proc.stderr.lower() + proc.stdout.lower():
+        pytest.skip("NVVM is not installed (pip install nvidia-nvvm)")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    out = {}
+    for line in proc.stdout.splitlines():
+        name, n, _, dtype, size_class, _, *counts = line.split()
+        out[name, int(n), dtype] = {k: int(v) for k, v in (c.split("=") for c in counts)}
+    return out
+
+
+def test_every_generated_kernel_compiles_to_ptx(ptx_lines):
+    assert len(ptx_lines) >= 14
+
+
+def test_simple_plans_copy_with_16_byte_vectors_and_signal_with_release(ptx_lines):
+    simple = ptx_lines["allreduce_allpairs", 2, "float32"]
+    assert simple["ld.global.v4.u32"] > 0 and simple["st.global.v4.u32"] > 0
+    assert simple["red.release.sys.global.add"] > 0 and simple["ld.acquire.sys.global"] > 0
+
+
+def test_ll_plans_store_each_packet_with_one_volatile_16_byte_store(ptx_lines):
+    assert ptx_lines["allreduce_allpairs_ll", 2, "float16"]["st.volatile.global.v4.u32"] > 0
+    assert ptx_lines["allreduce_allpairs_ll", 2, "float16"]["red.release.sys.global.add"] == 0
+
+
+def test_kernel_is_straight_line_calls_per_thread_block():
+    source = spec(instances=2).source()
+    assert "def tb0(" in source and "def tb1(" in source and "elif g == 1:" in source
+    assert "# ops[4] put" in source and "P.copy_bytes(" in source and "S.signal(sem1, 1)" in source
+    assert "for op in" not in source and "if name ==" not in source  # no op interpreter on the device
+
+
+def test_small_chunks_are_built_into_the_kernel_and_large_ones_are_an_argument():
+    small, large = spec(size_class=256), spec()
+    assert "CHUNK = 256" in small.source() and "chunk" not in small.arg_names
+    assert "CHUNK =" not in large.source() and large.arg_names[-1] == "chunk"
+
+
+def test_simulator_variant_plays_thread_blocks_with_thread_groups_of_one_block():
+    gpu, sim = spec(instances=3), spec(instances=3, sim_threads=4)
+    assert gpu.launch_dims == (3, 1024) and sim.launch_dims == (1, 12)
+    assert "cuda.syncthreads()" not in sim.source() and "D.group_sync(" in sim.source()
+
+
+def test_cache_key_depends_on_plan_rank_dtype_op_and_size_class():
+    base = spec()
+    keys = {kernel_key(base), kernel_key(spec(rank=1)), kernel_key(spec(size_class=512)), kernel_key(spec(instances=2)),
+            kernel_key(KernelSpec(base.xplan, 0, 2, 0, 2, 0, 0)), kernel_key(KernelSpec(base.xplan, 0, 0, 1, 4, 0, 0))}
+    assert len(keys) == 6 and kernel_key(spec()) == kernel_key(base)
+
+
+def test_a_second_process_finds_the_generated_source_in_the_disk_cache(tmp_path):
+    code = ("import sys; sys.path.insert(0, 'tests'); from executor.test_executor_codegen import spec;"
+            "from pymscclpp.executor.cache import load_module, kernel_key;"
+            "m, t = load_module(spec(size_class=128, sim_threads=2)); print(m.__file__, kernel_key(spec(size_class=128, sim_threads=2)))")
+    env = {**os.environ, "PYMSCCLPP_CACHE_DIR": str(tmp_path), "PYMSCCLPP_BACKEND": "sim"}
+    first = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
+    assert first.returncode == 0, first.stderr[-2000:]
+    path = Path(first.stdout.split()[0])
+    stamp = path.stat().st_mtime_ns
+    second = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
+    assert second.stdout == first.stdout and path.stat().st_mtime_ns == stamp
+    assert path.parent == tmp_path / "executor"
+
+
+def test_in_process_cache_returns_the_same_module(tmp_path, monkeypatch):
+    monkeypatch.setenv("PYMSCCLPP_CACHE_DIR", str(tmp_path))
+    s = spec(size_class=64, sim_threads=3)
+    first, _ = load_module(s)
+    again, seconds = load_module(s)
+    assert again is first and seconds == 0.0
+
+
+def test_plan_from_file_and_from_json_have_the_same_hash(tmp_path):
+    plan = PROGRAMS["allgather"](3, protocol="LL")
+    path = tmp_path / "plan.json"
+    path.write_text(json.dumps(plan))
+    a, b = ExecutionPlan.from_file(path), ExecutionPlan.from_json(json.dumps(plan, indent=2))
+    assert a.key == b.key and a.uses_packets and not a.reduces
+    assert ExecutionPlan.from_plan(PROGRAMS["allgather"](3)).key != a.key
+
+
+def test_odd_element_counts_pad_each_part_to_whole_chunks():
+    xplan = ExecutionPlan.from_plan(PROGRAMS["allgather"](2, chunk_factor=2))
+    odd = message_layout(xplan, 0, 7 * 2, 14 * 2, 2)  # 7 float16 per rank
+    assert (odd.chunk, odd.part, odd.padded_part, odd.exact) == (16, 14, 32, False)
+    assert odd.out_slots() == [(0, 0), (14, 32)]
+    exact = message_layout(xplan, 1, 64, 128, 4)
+    assert exact.exact and exact.chunk == 32 and exact.size_class == 32

@@ -34,7 +34,11 @@ run collectives_tests mpirun -np "$np" python3 tests/gpu/run_collectives.py
 PYMSCCLPP_SOCKET_ADDR=127.0.0.1 run port_tests mpirun -np "$np" python3 tests/gpu/run_port.py
 PYMSCCLPP_SOCKET_ADDR=127.0.0.1 run port_bench mpirun -np "$np" python3 bench/port_channel.py --json "$out/port.json"
 run allreduce_graph mpirun -np "$np" python3 -m pymscclpp.bench -b 1K -e 1G -f 4 --graph --check --json "$out/allreduce_graph.json"
-run allreduce_graph_mid mpirun -np "$np" python3 -m pymscclpp.bench -b 128K -e 8M -f 2 --graph --check --algo simple
+run allreduce_tune_packet mpirun -np "$np" python3 -m pymscclpp.bench -b 16K -e 1M -f 2 --graph --check --algo packet_wide --json "$out/tune_packet_wide.json"
+run allreduce_tune_simple mpirun -np "$np" python3 -m pymscclpp.bench -b 256K -e 32M -f 2 --graph --check --algo simple --json "$out/tune_simple.json"
+run executor_tests mpirun -np "$np" python3 tests/gpu/run_executor.py
+run executor_bench mpirun -np "$np" python3 tests/../bench/executor.py --json "$out/executor.json"
+run executor_cached bash -c "PYMSCCLPP_CACHE_DIR=/tmp/pc mpirun -np $np python3 bench/executor.py --sizes 1048576 && PYMSCCLPP_CACHE_DIR=/tmp/pc mpirun -np $np python3 bench/executor.py --sizes 1048576"
 run allreduce_eager mpirun -np "$np" python3 -m pymscclpp.bench -b 1K -e 1M -f 32 --eager --iters 20 --profile --json "$out/allreduce_eager.json"
 for step in ${EXTRA_STEPS:-}; do run "$step" bash -c "${!step}"; done
 echo "=== summary"; cat "$out/summary.txt"

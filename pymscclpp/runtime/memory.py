@@ -171,7 +171,11 @@ def view_as(u8_array, dtype, byte_offset: int = 0, count: int | None = None):
     total = (u8_array.shape[0] - byte_offset) // dtype.itemsize if count is None else count
     if IS_SIM:  # a simulator device array: kernels then use it in place (NumPy arguments are copied in/out)
         raw = getattr(u8_array, "_ary", u8_array)
-        return FakeCUDAArray(raw[byte_offset:byte_offset + total * dtype.itemsize].view(dtype))
+        view = FakeCUDAArray(raw[byte_offset:byte_offset + total * dtype.itemsize].view(dtype))
+        segment = getattr(u8_array, "_pymscclpp_segment", None)
+        if segment is not None:  # the view keeps the shared segment (and its registration) alive too
+            view._pymscclpp_segment = segment
+        return view
     ptr = u8_array.__cuda_array_interface__["data"][0] + byte_offset
     return cudadrv.device_array(ptr, total * dtype.itemsize, dtype, owner=u8_array)
 

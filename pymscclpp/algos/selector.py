@@ -15,7 +15,7 @@ from .allreduce import PacketAllReduce, SimpleAllReduce
 
 _INF = float("inf")
 # Measured on 2 x H200 (docs/performance.md).
-DEFAULT_TABLE = {"all_reduce": [(64 << 10, "packet"), (256 << 10, "packet_wide"), (_INF, "simple")]}
+DEFAULT_TABLE = {"all_reduce": [(16 << 10, "packet"), (256 << 10, "packet_wide"), (_INF, "simple")]}
 _PACKET_MAX = 1 << 20
 
 

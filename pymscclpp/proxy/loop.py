@@ -2,8 +2,11 @@
 
 ``serve`` polls the FIFO, checks every trigger against the memory and semaphore tables and runs
 those of CudaIpc channels itself (async copy, then a stream write of the peer's new token, then a
-stream sync for flushes). It returns to Python for a trigger of another transport (``HOST``), a
-rejected trigger (``REJECT``, reason in ``state[DETAIL]``), a driver failure, or after ``budget_ns``.
+stream sync for flushes, skipped when nothing was issued since the last one). Contiguous DATA
+triggers that are already waiting in the ring are merged into one copy (up to ``MERGE_LIMIT``): the
+copy engine wants few large transfers, and each driver call costs microseconds. It returns to
+Python for a trigger of another transport (``HOST``), a rejected trigger (``REJECT``, reason in
+``state[DETAIL]``), a driver failure, or after ``budget_ns``.
 """
 
 from __future__ import annotations
@@ -24,6 +27,7 @@ MEM_COLS = 5
 KIND_LOCAL, KIND_REMOTE = 1, 2
 S_TRANSPORT, S_PEER, S_TOKEN, S_VALUE = 0, 1, 2, 3
 SEM_COLS = 4
+MERGE_LIMIT = np.uint64(4 << 20)  # contiguous DATA triggers are merged into one copy up to this size
 CUDA_IPC_CODE = 1
 REASONS = {1: "has trigger type 0 (none of data, flag, sync)", 2: "names semaphore {sem} that this proxy does not have",
            3: "names source memory {src}, which is not a local memory of this proxy",
@@ -139,37 +143,34 @@ def _build(gpu: bool, stream_write: bool):
         return 0
 
     @njit(nogil=True)
-    def run_ipc(w0, w1, mem, sem, state, stream):
-        kind = (w1 >> np.uint64(50)) & np.uint64(7)
-        sid = (w1 >> np.uint64(53)) & np.uint64(0x3FF)
-        size = w0 & np.uint64(MAX_FIELD)
-        if kind & TRIGGER_DATA and size > 0:
-            src = mem[(w1 >> np.uint64(32)) & np.uint64(0x1FF), M_BASE] + (w0 >> np.uint64(32))
-            dst = mem[(w1 >> np.uint64(41)) & np.uint64(0x1FF), M_BASE] + (w1 & np.uint64(MAX_FIELD))
-            rc = copy(dst, src, size, stream)
-            if rc != 0:
-                return rc
-        if kind & TRIGGER_FLAG:
-            value = sem[sid, S_VALUE] + np.uint64(1)
-            sem[sid, S_VALUE] = value
-            rc = write_token(sem[sid, S_TOKEN], value, state, stream)
-            if rc != 0:
-                return rc
-        if kind & TRIGGER_SYNC:
-            return sync(stream)
-        return 0
-
-    @njit(nogil=True)
     def serve(triggers, ctrl, state, mem, sem, stream, spin_ns, sleep_us, budget_ns):
+        """Pop and run triggers until a HOST/REJECT/DRIVER trigger, stop/abort, or ``budget_ns`` of idling.
+
+        Data copies are deferred while the next trigger is already waiting and continues the same
+        copy (contiguous source and destination, ``MERGE_LIMIT`` bytes at most): one large driver call
+        instead of many small ones. A pending copy is issued before anything else touches the stream
+        (flag, sync, another copy), before going back to Python and as soon as the ring is empty, so
+        stream order (data before its flag) is kept and nothing waits behind an idle ring."""
         size = np.uint64(triggers.size // 2)
         tail = state[ST_TAIL]
         start = now(state)
         last_work = start
+        pend_dst = np.uint64(0)
+        pend_src = np.uint64(0)
+        pend_size = np.uint64(0)
+        dirty = False   # work issued on the stream since its last synchronize
         while True:
             slot = np.uint64(2) * (tail % size)
             w1 = load_acquire(triggers, slot + np.uint64(1))
             parity = ((tail // size) + np.uint64(1)) & np.uint64(1)
             if (w1 >> np.uint64(63)) != parity:
+                if pend_size != 0:  # the ring ran dry: start the deferred copy now
+                    rc = copy(pend_dst, pend_src, pend_size, stream)
+                    pend_size = np.uint64(0)
+                    dirty = True
+                    if rc != 0:
+                        state[ST_DETAIL] = rc
+                        return DRIVER
                 if ctrl[CTRL_STOP] != 0 or ctrl[CTRL_ABORT] != 0:
                     return IDLE
                 t = now(state)
@@ -182,16 +183,68 @@ def _build(gpu: bool, stream_write: bool):
             state[ST_W0] = w0
             state[ST_W1] = w1
             reason = reject_reason(w0, w1, mem, sem)
-            if reason != 0:
-                state[ST_DETAIL] = reason
-                return REJECT
             sid = (w1 >> np.uint64(53)) & np.uint64(0x3FF)
-            if sem[sid, S_TRANSPORT] != CUDA_IPC_CODE:
+            kind = (w1 >> np.uint64(50)) & np.uint64(7)
+            nbytes = w0 & np.uint64(MAX_FIELD)
+            if reason == 0 and kind == TRIGGER_DATA and nbytes == 0:
+                pass  # a 0-byte put: nothing to do on any transport
+            elif reason != 0 or sem[sid, S_TRANSPORT] != CUDA_IPC_CODE:
+                if pend_size != 0:  # earlier triggers were popped: their copy is owed
+                    rc = copy(pend_dst, pend_src, pend_size, stream)
+                    pend_size = np.uint64(0)
+                    dirty = True
+                    if rc != 0:
+                        state[ST_DETAIL] = rc
+                        return DRIVER
+                if reason != 0:
+                    state[ST_DETAIL] = reason
+                    return REJECT
                 return HOST
-            rc = run_ipc(w0, w1, mem, sem, state, stream)
-            if rc != 0:
-                state[ST_DETAIL] = rc
-                return DRIVER
+            if kind & TRIGGER_DATA and nbytes > 0:
+                src = mem[(w1 >> np.uint64(32)) & np.uint64(0x1FF), M_BASE] + (w0 >> np.uint64(32))
+                dst = mem[(w1 >> np.uint64(41)) & np.uint64(0x1FF), M_BASE] + (w1 & np.uint64(MAX_FIELD))
+                if (pend_size != 0 and pend_src + pend_size == src and pend_dst + pend_size == dst
+                        and pend_size + nbytes <= MERGE_LIMIT):
+                    pend_size += nbytes
+                else:
+                    if pend_size != 0:
+                        rc = copy(pend_dst, pend_src, pend_size, stream)
+                        dirty = True
+                        if rc != 0:
+                            state[ST_DETAIL] = rc
+                            return DRIVER
+                    pend_dst = dst
+                    pend_src = src
+                    pend_size = nbytes
+                if kind == TRIGGER_DATA and nbytes >= MERGE_LIMIT:
+                    rc = copy(pend_dst, pend_src, pend_size, stream)  # large: nothing to gain by waiting
+                    pend_size = np.uint64(0)
+                    dirty = True
+                    if rc != 0:
+                        state[ST_DETAIL] = rc
+                        return DRIVER
+            if kind & (TRIGGER_FLAG | TRIGGER_SYNC):
+                if pend_size != 0:
+                    rc = copy(pend_dst, pend_src, pend_size, stream)
+                    pend_size = np.uint64(0)
+                    dirty = True
+                    if rc != 0:
+                        state[ST_DETAIL] = rc
+                        return DRIVER
+                if kind & TRIGGER_FLAG:
+                    value = sem[sid, S_VALUE] + np.uint64(1)
+                    sem[sid, S_VALUE] = value
+                    rc = write_token(sem[sid, S_TOKEN], value, state, stream)
+                    dirty = True
+                    if rc != 0:
+                        state[ST_DETAIL] = rc
+                        return DRIVER
+                if kind & TRIGGER_SYNC and dirty:
+                    rc = sync(stream)
+                    dirty = False
+                    if rc != 0:
+                        state[ST_DETAIL] = rc
+                        return DRIVER
             tail += np.uint64(1)
             state[ST_TAIL] = tail
             store_release(ctrl, CTRL_TAIL, tail)

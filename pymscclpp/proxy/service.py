@@ -30,7 +30,7 @@ from ..transports import frames, ib_wire
 from ..transports.ethernet import Stager
 from ..transports.link import Link
 from ..transports import driver
-from . import loop
+from . import cpus, loop
 
 _log = get_logger("proxy")
 _ETH_MEM = struct.Struct("!IQ")   # the receiver's memory id and size
@@ -97,6 +97,8 @@ class ProxyService:
         self._new_links: list[Link] = []
         self._closing = False
         self._stream = 0
+        self.stream_writes: bool | None = None  # whether flags go by cuStreamWriteValue64 (known once started)
+        self.cpus: set[int] | None = None       # the CPUs the proxy thread was moved to (None: inherited)
 
     # -- setup (pair calls) -------------------------------------------------------------------
     def _connection(self, peer: int) -> _Connection:
@@ -290,15 +292,21 @@ class ProxyService:
         return self._error is not None
 
     def _spin(self) -> tuple[int, int]:
+        """(ns an idle proxy busy-polls before it starts sleeping, us per sleep) from PYMSCCLPP_PROXY_SPIN_US."""
         raw = os.environ.get(_SPIN_ENV, "").strip()
-        spin_us = float(raw) if raw else (0.0 if IS_SIM else 5000.0)
-        return int(spin_us * 1000), (200 if IS_SIM else 20)
+        spin_us = float(raw) if raw else (0.0 if IS_SIM else 100_000.0)
+        return int(spin_us * 1000), (200 if IS_SIM else 10)
 
     def _serve(self, ready: threading.Event) -> None:
         try:
+            self.cpus = cpus.place_thread(self.comm.device, "inherit" if IS_SIM else "auto")
             driver.make_current(self.comm.device)
             self._stream = driver.create_stream()
-            serve, _ = loop.build(not IS_SIM, driver.stream_writes_work(self._stream))
+            self.stream_writes = driver.stream_writes_work(self._stream)
+            if not self.stream_writes:
+                _log.warning("rank %d: cuStreamWriteValue64 does not work here: every PortChannel signal "
+                             "synchronizes the proxy stream (slow)", self.comm.rank)
+            serve, _ = loop.build(not IS_SIM, self.stream_writes)
             self._stager = Stager(self._stream)
         except BaseException as exc:
             self.fail(f"rank {self.comm.rank}: the proxy could not start: {exc}")
@@ -346,11 +354,12 @@ class ProxyService:
         sem = self._semaphores[t.semaphore_id]
         conn = self._conns[sem.peer]
         if conn.transport == Transport.ETHERNET:
-            if t.type & TRIGGER_DATA and t.size:
+            flag = frames.encode(frames.Kind.FLAG, sem.peer_slot) if t.type & TRIGGER_FLAG else b""
+            if t.type & TRIGGER_DATA and t.size:  # DATA and its FLAG leave in one send (one segment when small)
                 src = self._memories[t.src_id].base + t.src_offset
-                self._stager.send(conn.link, self._memories[t.dst_id].remote_id, t.dst_offset, src, t.size)
-            if t.type & TRIGGER_FLAG:
-                conn.link.send(frames.encode(frames.Kind.FLAG, sem.peer_slot))
+                self._stager.send(conn.link, self._memories[t.dst_id].remote_id, t.dst_offset, src, t.size, flag)
+            elif flag:
+                conn.link.send(flag)
             return  # sends are synchronous: a sync trigger has nothing left to wait for
         wrs = ib_wire.work_requests(t, self._regions, sem.token, self._scratch_region)
         conn.qp.post(wrs, self.comm.timeout_s)
@@ -374,6 +383,7 @@ class ProxyService:
 
     def _receive_loop(self) -> None:
         try:  # made before any kernel waits on this thread: allocations may synchronize the device
+            cpus.place_thread(self.comm.device, "inherit" if IS_SIM else "auto")
             driver.make_current(self.comm.device)
             stager = Stager(driver.create_stream())
         except BaseException as exc:

@@ -39,6 +39,10 @@ class Link:
         self._send_lock = threading.Lock()
         self.bye_sent = self.bye_received = False
         sock.settimeout(timeout)
+        try:  # frames are small and latency-bound: no Nagle (it held a FLAG behind the peer's delayed ACK)
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        except OSError:
+            pass
 
     @classmethod
     def connect(cls, comm, peer: int) -> "Link":
@@ -67,18 +71,41 @@ class Link:
                 raise
         return cls(conn, comm.rank, peer, comm.timeout_s)
 
-    def send(self, header: bytes, payload=b"") -> None:
-        """Send one frame atomically with respect to other senders; ``payload`` is bytes-like or an
-        iterable of bytes-like chunks (produced while sending, e.g. staged from the GPU)."""
+    def send(self, header: bytes, payload=b"", trailer: bytes = b"") -> None:
+        """Send one frame (and ``trailer``, e.g. a whole FLAG frame) atomically with respect to other
+        senders; ``payload`` is bytes-like or an iterable of bytes-like chunks (produced while sending,
+        e.g. staged from the GPU). The header goes out with the first chunk and the trailer with the
+        last, in one gathered send each: a small frame is one syscall and one TCP segment."""
         with self._send_lock:
             try:
-                self.sock.sendall(header, _NOSIGNAL)
-                for chunk in ((payload,) if isinstance(payload, (bytes, memoryview)) else payload):
+                pending = [header]
+                for chunk in ((payload,) if isinstance(payload, (bytes, bytearray, memoryview)) else payload):
                     if len(chunk):
-                        self.sock.sendall(chunk, _NOSIGNAL)
+                        pending.append(chunk)
+                        self._send_all(pending)
+                        pending = []
+                if trailer:
+                    pending.append(trailer)
+                self._send_all(pending)
             except OSError as exc:
                 raise PeerDisconnectedError(f"rank {self.rank}: proxy link to peer {self.peer} failed while "
                                             f"sending: {exc}") from None
+
+    def _send_all(self, bufs: list) -> None:
+        """All bytes of ``bufs`` in order, gathered (sendmsg), looping over partial sends."""
+        views = [memoryview(b).cast("B") for b in bufs if len(b)]
+        while views:
+            if len(views) == 1:
+                self.sock.sendall(views[0], _NOSIGNAL)
+                return
+            sent = self.sock.sendmsg(views, (), _NOSIGNAL)
+            while sent:
+                if sent >= len(views[0]):
+                    sent -= len(views[0])
+                    views.pop(0)
+                else:
+                    views[0] = views[0][sent:]
+                    sent = 0
 
     def send_bye(self) -> None:
         if not self.bye_sent:

@@ -35,10 +35,11 @@ KERNELS = {
     "poll": (port_cases._poll_kernel, (CHANNEL, I32)),
     "signal": (port_cases._signal_kernel, (CHANNEL, I32)),
     "bad_put": (port_cases._bad_put_kernel, (CHANNEL, CHANNEL, b1, I32)),
-    "bench_put_ack": (bench.put_ack, (CHANNEL, i64, i64, b1)),
-    "bench_pingpong": (bench.pingpong, (CHANNEL, i64, i64, b1)),
-    "bench_push_to_completion": (bench.push_to_completion, (CHANNEL, i64, i64)),
-    "bench_trigger_storm": (bench.trigger_storm, (CHANNEL, i64, b1)),
+    "bench_put_bw": (bench.put_bw, (CHANNEL, i64, i64, b1, U64)),
+    "bench_put_ack": (bench.put_ack, (CHANNEL, i64, i64, b1, U64)),
+    "bench_pingpong": (bench.pingpong, (CHANNEL, i64, i64, b1, U64)),
+    "bench_push_to_completion": (bench.push_to_completion, (CHANNEL, i64, i64, U64)),
+    "bench_trigger_storm": (bench.trigger_storm, (CHANNEL, i64, b1, U64)),
 }
 PATTERNS = ["atom.global.add.u64", "st.release.sys.global.b64", "st.relaxed.sys.global.b64",
             "ld.acquire.sys.global.b64", "ld.relaxed.sys.global.b64", "%globaltimer", "atom.global.max.u64"]

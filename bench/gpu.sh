@@ -22,6 +22,7 @@ run() {  # name, command...: run with a time limit, log to OUTDIR/name.log, reme
   timeout "${STEP_TIMEOUT:-300}" "$@" > "$out/$name.log" 2>&1
   local rc=$?
   tail -n "${TAIL:-25}" "$out/$name.log"
+  grep -E "^FAIL|Error|error:" "$out/$name.log" | grep -v Warning | head -n "${ERRLINES:-12}" | sed "s/^/  [$name] /"
   echo "$name rc=$rc" >> "$out/summary.txt"
 }
 : > "$out/summary.txt"

@@ -27,7 +27,8 @@ def parse_size(text: str) -> int:
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(prog="python -m pymscclpp.bench", description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--op", default="all_reduce", choices=["all_reduce"])
+    ap.add_argument("--op", default="all_reduce",
+                    choices=["all_reduce", "all_gather", "reduce_scatter", "all_to_all", "broadcast"])
     ap.add_argument("-b", "--minbytes", type=parse_size, default=parse_size("1K"))
     ap.add_argument("-e", "--maxbytes", type=parse_size, default=parse_size("64M"))
     ap.add_argument("-f", "--stepfactor", type=int, default=4)
@@ -43,6 +44,7 @@ def main(argv=None) -> int:
     ap.add_argument("--compare", choices=["nccl", "none"], default="nccl")
     ap.add_argument("--algo", help="force one pymscclpp algorithm")
     ap.add_argument("--json", help="write the results here (rank 0)")
+    ap.add_argument("--plot", help="write a PNG of latency and busbw against size here (rank 0)")
     ap.add_argument("--profile", action="store_true", help="print where the host time of eager calls goes (rank 0)")
     args = ap.parse_args(argv)
     os.environ.setdefault("NCCL_NVLS_ENABLE", "0")  # never NVLink multicast on shared hosts
@@ -50,6 +52,9 @@ def main(argv=None) -> int:
     if rows is not None and args.json:
         with open(args.json, "w") as f:
             json.dump({"args": vars(args), "rows": rows}, f, indent=1)
+    if rows and args.plot:
+        from .plot import plot_rows
+        plot_rows(rows, args.plot, f"{args.op} {args.dtype} ({'CUDA graph' if args.graph else 'eager'})")
     return 0
 
 

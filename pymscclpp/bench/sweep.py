@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 
+from .cases import make_case
 from .timing import capture, time_eager, time_graph
 
 _TORCH_DTYPES = {"bfloat16": "bfloat16", "float16": "float16", "float32": "float32", "int32": "int32",
@@ -31,10 +32,6 @@ def _setup():
     return world, comm, torch, dist
 
 
-def _bus_factor(op: str, n: int) -> float:
-    return 2 * (n - 1) / n if op == "all_reduce" else (n - 1) / n
-
-
 def _profile(fn, rank: int, world) -> None:
     """cProfile 2000 eager calls (both ranks call; rank 0 prints the top entries)."""
     import cProfile
@@ -56,69 +53,47 @@ def _profile(fn, rank: int, world) -> None:
 def run_sweep(args) -> list[dict] | None:
     """Run the sweep; rank 0 prints the table and gets the rows (others get None)."""
     world, comm, torch, dist = _setup()
-    tdtype = getattr(torch, _TORCH_DTYPES[args.dtype])
-    itemsize = torch.tensor([], dtype=tdtype).element_size()
-    redop = {"sum": dist.ReduceOp.SUM, "min": dist.ReduceOp.MIN, "max": dist.ReduceOp.MAX}[args.redop]
+    dtype = getattr(torch, _TORCH_DTYPES[args.dtype])
     rows = []
     if comm.rank == 0:
-        print(f"# pymscclpp vs NCCL {'.'.join(map(str, torch.cuda.nccl.version()))}, {comm.size} ranks, "
+        print(f"# {args.op}: pymscclpp vs NCCL {'.'.join(map(str, torch.cuda.nccl.version()))}, {comm.size} ranks, "
               f"{'CUDA graph' if args.graph else 'eager'}, median of {args.reps} x {args.iters} calls", flush=True)
         print(_HEADER, flush=True)
     size = args.minbytes
     while size <= args.maxbytes:
-        count = max(1, size // itemsize)
-        nbytes = count * itemsize
-        gen = torch.Generator(device="cuda").manual_seed(1234 + comm.rank)
-        if tdtype.is_floating_point:
-            x = torch.randint(-8, 9, (count,), device="cuda", generator=gen).to(tdtype)
-        else:
-            x = torch.randint(0, 4, (count,), device="cuda", generator=gen).to(tdtype)
-        ours, ref = x.clone(), x.clone()
-        out_ours, out_ref = torch.empty_like(x), torch.empty_like(x)
-        stream = torch.cuda.current_stream()
-
-        def call_ours():  # stream=None: torch's current stream (the capture stream inside a graph)
-            comm.all_reduce(ours, out_ours, op=args.redop, algo=args.algo)
-
-        def call_ref():
-            out_ref.copy_(ref)
-            dist.all_reduce(out_ref, op=redop)
-
-        wrong = 0
+        case = make_case(args.op, comm, dist, torch, dtype, size, args.redop, args.algo)
+        nbytes = case.count * case.outputs[0].element_size()
         for _ in range(args.warmup):
-            call_ours()
-            call_ref()
+            case.ours()
+            case.nccl()
         torch.cuda.synchronize()
+        wrong = -1
         if args.check:
-            call_ours()
-            call_ref()
+            case.ours()
+            case.nccl()
             torch.cuda.synchronize()
-            wrong = int((out_ours != out_ref).sum().item())
+            wrong = world.allreduce(int((case.outputs[0] != case.outputs[1]).sum().item()))
         barrier = world.Barrier
         if args.graph:
-            t_ours = time_graph(capture(call_ours, args.iters), args.iters, args.reps, barrier)
-            t_ref = time_graph(capture(call_ref, args.iters), args.iters, args.reps, barrier) \
+            t_ours = time_graph(capture(case.ours, args.iters), args.iters, args.reps, barrier)
+            t_ref = time_graph(capture(case.nccl, args.iters), args.iters, args.reps, barrier) \
                 if args.compare == "nccl" else float("nan")
         else:
             if args.profile:
-                _profile(call_ours, comm.rank, world)
-            t_ours = time_eager(call_ours, args.iters, args.reps, barrier)
-            t_ref = time_eager(call_ref, args.iters, args.reps, barrier) if args.compare == "nccl" else float("nan")
+                _profile(case.ours, comm.rank, world)
+            t_ours = time_eager(case.ours, args.iters, args.reps, barrier)
+            t_ref = time_eager(case.nccl, args.iters, args.reps, barrier) if args.compare == "nccl" else float("nan")
         comm.check_device_errors()
-        stream.synchronize()
-        wrong = world.allreduce(wrong)
-        bus = _bus_factor(args.op, comm.size)
-        row = {"bytes": nbytes, "count": count, "dtype": args.dtype, "redop": args.redop, "us": t_ours,
-               "algbw": nbytes / t_ours / 1e3, "busbw": nbytes / t_ours / 1e3 * bus, "wrong": wrong if args.check else -1,
-               "nccl_us": t_ref, "nccl_algbw": nbytes / t_ref / 1e3, "nccl_busbw": nbytes / t_ref / 1e3 * bus,
-               "speedup": t_ref / t_ours}
+        row = {"op": args.op, "bytes": nbytes, "count": case.count, "dtype": args.dtype, "redop": args.redop,
+               "us": t_ours, "algbw": nbytes / t_ours / 1e3, "busbw": nbytes / t_ours / 1e3 * case.bus_factor,
+               "wrong": wrong, "nccl_us": t_ref, "nccl_algbw": nbytes / t_ref / 1e3,
+               "nccl_busbw": nbytes / t_ref / 1e3 * case.bus_factor, "speedup": t_ref / t_ours}
         rows.append(row)
         if comm.rank == 0:
-            print(f"{nbytes:>12} {count:>12} {args.dtype:>9} {args.redop:>6} | {t_ours:>12.2f} {row['algbw']:>7.1f} "
-                  f"{row['busbw']:>7.1f} {row['wrong'] if args.check else 'N/A':>6} | {t_ref:>9.2f} "
+            print(f"{nbytes:>12} {case.count:>12} {args.dtype:>9} {args.redop:>6} | {t_ours:>12.2f} "
+                  f"{row['algbw']:>7.1f} {row['busbw']:>7.1f} {wrong if args.check else 'N/A':>6} | {t_ref:>9.2f} "
                   f"{row['nccl_algbw']:>7.1f} {row['nccl_busbw']:>7.1f} | {row['speedup']:>6.2f}x", flush=True)
         size *= args.stepfactor
     dist.destroy_process_group()
     comm.close()
     return rows if world.Get_rank() == 0 else None
-

@@ -1,0 +1,80 @@
+"""The tuner: time every applicable algorithm per collective and size, write the selection table.
+
+``mpirun -np 2 python -m pymscclpp.bench.tune --out tuning.json`` on the target machine, then
+``export PYMSCCLPP_TUNING_FILE=tuning.json``. CUDA-graph timing, median of ``--reps`` replays.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+
+from ..algos import selector
+from .__main__ import parse_size
+from .cases import make_case
+from .sweep import _setup
+from .timing import capture, time_graph
+
+COLLECTIVES = ("all_reduce", "all_gather", "reduce_scatter", "all_to_all", "broadcast")
+
+
+def table_from_winners(winners: list[tuple[int, str]]) -> list[list]:
+    """Selection rows ``[[max_bytes, name], ...]`` from ``(size, best algorithm)`` in ascending size:
+    consecutive sizes with one winner merge; the last row covers every larger size."""
+    rows: list[list] = []
+    for size, name in winners:
+        if rows and rows[-1][1] == name:
+            rows[-1][0] = size
+        else:
+            rows.append([size, name])
+    if rows:
+        rows[-1][0] = float("inf")
+    return rows
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m pymscclpp.bench.tune", description=__doc__)
+    ap.add_argument("-b", "--minbytes", type=parse_size, default=parse_size("1K"))
+    ap.add_argument("-e", "--maxbytes", type=parse_size, default=parse_size("256M"))
+    ap.add_argument("-f", "--stepfactor", type=int, default=4)
+    ap.add_argument("--dtype", default="bfloat16")
+    ap.add_argument("--iters", type=int, default=20)
+    ap.add_argument("--reps", type=int, default=10)
+    ap.add_argument("--out", required=True)
+    args = ap.parse_args(argv)
+    world, comm, torch, dist = _setup()
+    dtype = getattr(torch, args.dtype)
+    table = {}
+    for op in COLLECTIVES:
+        names = selector.algorithms(comm, op)
+        if not names:
+            continue
+        winners = []
+        size = args.minbytes
+        while size <= args.maxbytes:
+            times = {}
+            for name in names:
+                if size > selector.limit(comm, op, name):
+                    continue
+                case = make_case(op, comm, dist, torch, dtype, size, "sum", name)
+                case.ours()
+                torch.cuda.synchronize()
+                times[name] = time_graph(capture(case.ours, args.iters), args.iters, args.reps, world.Barrier)
+            best = min(times, key=times.get)
+            winners.append((size, best))
+            if comm.rank == 0:
+                print(f"{op} {size:>12} " + " ".join(f"{n}={t:.2f}us" for n, t in times.items()) + f" -> {best}",
+                      flush=True)
+            size *= args.stepfactor
+        table[op] = table_from_winners(winners)
+    if comm.rank == 0:
+        with open(args.out, "w") as f:
+            json.dump(table, f, indent=1)
+        print(f"selection table written to {args.out}; use it with PYMSCCLPP_TUNING_FILE={args.out}")
+    dist.destroy_process_group()
+    comm.close()
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,58 @@
+"""The benchmark CLI's pieces that need no GPU: size parsing, the tuner's table, plots, --help."""
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from pymscclpp.bench.__main__ import parse_size
+from pymscclpp.bench.tune import table_from_winners
+
+
+@pytest.mark.parametrize("text,value", [("1K", 1024), ("64M", 64 << 20), ("1G", 1 << 30), ("4096", 4096),
+                                        ("0.5K", 512)])
+def test_sizes_accept_k_m_g_suffixes(text, value):
+    assert parse_size(text) == value
+
+
+def test_tuner_merges_runs_of_one_winner_and_covers_every_larger_size():
+    winners = [(1024, "packet"), (4096, "packet"), (65536, "packet_wide"), (1 << 20, "simple"), (1 << 22, "simple")]
+    assert table_from_winners(winners) == [[4096, "packet"], [65536, "packet_wide"], [float("inf"), "simple"]]
+
+
+def test_tuner_table_round_trips_through_the_selector(tmp_path, monkeypatch):
+    from pymscclpp.algos import selector
+    path = tmp_path / "t.json"
+    path.write_text(json.dumps({"all_reduce": table_from_winners([(1024, "packet"), (1 << 20, "simple")])}))
+    monkeypatch.setenv("PYMSCCLPP_TUNING_FILE", str(path))
+    assert selector.load_table()["all_reduce"] == [(1024.0, "packet"), (float("inf"), "simple")]
+
+
+def test_bad_tuning_file_is_named_in_the_error(tmp_path, monkeypatch):
+    from pymscclpp.algos import selector
+    from pymscclpp.errors import InvalidUsageError
+    path = tmp_path / "bad.json"
+    path.write_text("{not json")
+    monkeypatch.setenv("PYMSCCLPP_TUNING_FILE", str(path))
+    with pytest.raises(InvalidUsageError, match="bad.json"):
+        selector.load_table()
+
+
+def test_plot_writes_a_png_with_both_series(tmp_path):
+    pytest.importorskip("matplotlib")
+    from pymscclpp.bench.plot import plot_rows
+    rows = [{"bytes": 1 << k, "us": 3.0 + k, "nccl_us": 7.0 + k, "busbw": 1.0 * k, "nccl_busbw": 0.5 * k}
+            for k in range(10, 20)]
+    out = tmp_path / "p.png"
+    plot_rows(rows, str(out), "test")
+    assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and out.stat().st_size > 10_000
+
+
+def test_cli_help_lists_every_collective():
+    proc = subprocess.run([sys.executable, "-m", "pymscclpp.bench", "--help"], capture_output=True, text=True,
+                          timeout=60, env={**os.environ})
+    assert proc.returncode == 0
+    for op in ["all_reduce", "all_gather", "reduce_scatter", "all_to_all", "broadcast"]:
+        assert op in proc.stdout

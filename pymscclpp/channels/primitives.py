@@ -68,7 +68,7 @@ def copy_bytes(dst, dst_off, src, src_off, nbytes, tid, nthreads):
 
 
 @cuda.jit(device=True)
-def _gather_word(src, off, nvalid):
+def gather_word(src, off, nvalid):
     """Little-endian u32 from ``nvalid`` (1..4) bytes at ``src[off:]``, zero-padded."""
     w = np.uint32(0)
     for k in range(4):
@@ -78,7 +78,7 @@ def _gather_word(src, off, nvalid):
 
 
 @cuda.jit(device=True)
-def _scatter_word(dst, off, w, nvalid):
+def scatter_word(dst, off, w, nvalid):
     """Write the low ``nvalid`` bytes of u32 ``w`` to ``dst[off:]``."""
     for k in range(4):
         if k < nvalid:
@@ -86,21 +86,21 @@ def _scatter_word(dst, off, w, nvalid):
 
 
 @cuda.jit(device=True)
-def _data_word(src, off, remaining):
+def data_word(src, off, remaining):
     """The u32 of data at ``src[off:]`` with ``remaining`` bytes left (aligned fast path)."""
     if remaining >= 4 and address_of(src, off) & _U3 == _ZERO:
         return load_u32(src, off)
     if remaining <= 0:
         return np.uint32(0)
-    return _gather_word(src, off, min(remaining, 4))
+    return gather_word(src, off, min(remaining, 4))
 
 
 @cuda.jit(device=True)
-def _put_word(dst, off, w, remaining):
+def put_word(dst, off, w, remaining):
     if remaining >= 4 and address_of(dst, off) & _U3 == _ZERO:
         store_u32(dst, off, w)
     elif remaining > 0:
-        _scatter_word(dst, off, w, min(remaining, 4))
+        scatter_word(dst, off, w, min(remaining, 4))
 
 
 @cuda.jit(device=True)
@@ -115,8 +115,8 @@ def put_packets_ll16(pkt, pkt_off, src, src_off, nbytes, tid, nthreads, flag):
         if rem >= 8 and address_of(src, off) & _U7 == _ZERO:
             a, c = load_v2(src, off)
         else:
-            a = _data_word(src, off, rem)
-            c = _data_word(src, off + 4, rem - 4)
+            a = data_word(src, off, rem)
+            c = data_word(src, off + 4, rem - 4)
         store_v4_volatile(pkt, pkt_off + i * LL16_BYTES, a, f, c, f)
         i += nthreads
 
@@ -144,7 +144,6 @@ def unpack_packets_ll16(dst, dst_off, pkt, pkt_off, nbytes, tid, nthreads, flag,
                         timeout_ns, err, rank, peer, channel, op):
     """Wait for the LL16 packets at ``pkt[pkt_off:]`` and write their ``nbytes`` of data to ``dst[dst_off:]``."""
     npkt = (nbytes + LL16_DATA - 1) // LL16_DATA
-    ok = True
     i = tid
     while i < npkt:
         a, c, got = read_packet_ll16(pkt, pkt_off + i * LL16_BYTES, flag, timeout_ns, err,
@@ -156,10 +155,10 @@ def unpack_packets_ll16(dst, dst_off, pkt, pkt_off, nbytes, tid, nthreads, flag,
         if rem >= 8 and address_of(dst, off) & _U7 == _ZERO:
             store_v2(dst, off, a, c)
         else:
-            _put_word(dst, off, a, rem)
-            _put_word(dst, off + 4, c, rem - 4)
+            put_word(dst, off, a, rem)
+            put_word(dst, off + 4, c, rem - 4)
         i += nthreads
-    return ok
+    return True
 
 
 @cuda.jit(device=True)
@@ -169,7 +168,7 @@ def put_packets_ll8(pkt, pkt_off, src, src_off, nbytes, tid, nthreads, flag):
     f = np.uint32(flag)
     i = tid
     while i < npkt:
-        a = _data_word(src, src_off + i * LL8_DATA, nbytes - i * LL8_DATA)
+        a = data_word(src, src_off + i * LL8_DATA, nbytes - i * LL8_DATA)
         store_v2_volatile(pkt, pkt_off + i * LL8_BYTES, a, f)
         i += nthreads
 
@@ -203,6 +202,6 @@ def unpack_packets_ll8(dst, dst_off, pkt, pkt_off, nbytes, tid, nthreads, flag,
                                  rank, peer, channel, op)
         if not got:
             return False
-        _put_word(dst, dst_off + i * LL8_DATA, a, nbytes - i * LL8_DATA)
+        put_word(dst, dst_off + i * LL8_DATA, a, nbytes - i * LL8_DATA)
         i += nthreads
     return True

@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 from numba import cuda
 
-from .primitives import (LL16_BYTES, LL16_DATA, _data_word, _gather_word, _put_word, _scatter_word,
+from .primitives import (LL16_BYTES, LL16_DATA, data_word, gather_word, put_word, scatter_word,
                          read_packet_ll16)
 from .ptx import (address_of, f16_to_f32, f32_as_u32, f32_to_f16, load_u32, load_v4, store_u32,
                   store_v4, u32_as_f32)
@@ -128,8 +128,8 @@ def reduce_bytes(dst, dst_off, a, a_off, b, b_off, nbytes, tid, nthreads, kind, 
     nelem = nbytes // size
     while i < nelem:
         o = i * size
-        w = combine_word(_gather_word(a, a_off + o, size), _gather_word(b, b_off + o, size), kind, op)
-        _scatter_word(dst, dst_off + o, w, size)
+        w = combine_word(gather_word(a, a_off + o, size), gather_word(b, b_off + o, size), kind, op)
+        scatter_word(dst, dst_off + o, w, size)
         i += nthreads
 
 
@@ -147,8 +147,8 @@ def reduce_packets_ll16(dst, dst_off, local, local_off, local_slot, pkt, pkt_off
         a1 = np.uint32(0)
         for s in range(nslots):
             if s == local_slot:
-                x0 = _data_word(local, local_off + off, rem)
-                x1 = _data_word(local, local_off + off + 4, rem - 4)
+                x0 = data_word(local, local_off + off, rem)
+                x1 = data_word(local, local_off + off + 4, rem - 4)
             else:
                 x0, x1, ok = read_packet_ll16(pkt, pkt_off + s * slot_stride + i * LL16_BYTES, flag, timeout_ns,
                                               err, rank, s, channel, op_code)
@@ -160,7 +160,7 @@ def reduce_packets_ll16(dst, dst_off, local, local_off, local_slot, pkt, pkt_off
             else:
                 a0 = combine_word(a0, x0, kind, op)
                 a1 = combine_word(a1, x1, kind, op)
-        _put_word(dst, dst_off + off, a0, rem)
-        _put_word(dst, dst_off + off + 4, a1, rem - 4)
+        put_word(dst, dst_off + off, a0, rem)
+        put_word(dst, dst_off + off + 4, a1, rem - 4)
         i += nthreads
     return True

@@ -322,9 +322,9 @@ def _plain_reduce_helper(name: str, k: int, m: int) -> list[str]:
             "    j = done // ITEMSIZE + tid",
             "    while j < n // ITEMSIZE:",
             "        w = j * ITEMSIZE",
-            "        x = P._gather_word(a0, o0 + w, ITEMSIZE)"]
-    out += ["        " + _combine("x", f"P._gather_word(a{i}, o{i} + w, ITEMSIZE)") for i in range(1, k)]
-    out += [f"        P._scatter_word(d{j}, e{j} + w, x, ITEMSIZE)" for j in range(m)]
+            "        x = P.gather_word(a0, o0 + w, ITEMSIZE)"]
+    out += ["        " + _combine("x", f"P.gather_word(a{i}, o{i} + w, ITEMSIZE)") for i in range(1, k)]
+    out += [f"        P.scatter_word(d{j}, e{j} + w, x, ITEMSIZE)" for j in range(m)]
     out.append("        j += nt")
     return out
 
@@ -341,13 +341,13 @@ def _packet_reduce_helper(name: str, k: int, m: int) -> list[str]:
            "    while j < (n + 7) // 8:",
            "        w = j * 8",
            "        rem = n - w",
-           "        x0 = P._data_word(a0, o0 + w, rem)",
-           "        x1 = P._data_word(a0, o0 + w + 4, rem - 4)"]
+           "        x0 = P.data_word(a0, o0 + w, rem)",
+           "        x1 = P.data_word(a0, o0 + w + 4, rem - 4)"]
     for i in range(1, k):
         out += [f"        y0, y1, ok = P.read_packet_ll16(p{i}, u{i} + j * 16, flag, tmo, err, RANK, -1, -1, OP_PACKET)",
                 "        if not ok:", "            return False", "        " + _combine("x0", "y0"),
                 "        " + _combine("x1", "y1")]
-    out += ["        P._put_word(d0, e0 + w, x0, rem)", "        P._put_word(d0, e0 + w + 4, x1, rem - 4)"]
+    out += ["        P.put_word(d0, e0 + w, x0, rem)", "        P.put_word(d0, e0 + w + 4, x1, rem - 4)"]
     out += [f"        store_v4_volatile(q{j}, f{j} + j * 16, x0, fl, x1, fl)" for j in range(m)]
     out += ["        j += nt", "    return True"]
     return out

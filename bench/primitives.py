@@ -159,7 +159,8 @@ def main() -> None:
     res: dict = {"bytes": args.bytes, "blocks": args.blocks, "threads": args.threads}
 
     sweep = {}
-    for blocks, threads in [(args.blocks, args.threads), (264, 512), (132, 512), (264, 1024), (528, 256), (66, 1024)]:
+    for blocks, threads in [(args.blocks, args.threads), (264, 512), (132, 512), (66, 1024), (32, 1024), (16, 1024),
+                           (32, 512), (8, 1024)]:
         def put_one_way():
             if comm.rank == 0:
                 put_kernel[blocks, threads](ch, args.bytes)

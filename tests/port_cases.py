@@ -93,6 +93,29 @@ def ring_put(comm, state, nbytes: int, src_off: int, dst_off: int, seed: int, mo
     comm.barrier()
 
 
+def big_put(comm, state, nbytes: int, src_off: int, dst_off: int, seed: int, mode: str = "put_with_signal"):
+    """One put of several MB on a proxy of its own (several Ethernet staging chunks, one large copy):
+    exact bytes land, nothing outside the range changes."""
+    s = _ring(comm, fifo_size=8, arena=nbytes + 8192)
+    s["proxy"].start()
+    try:
+        _fill(s["src"], pattern(comm.rank, nbytes, seed), src_off)
+        ok = cuda.to_device(np.zeros(1, np.int32))
+        comm.barrier()
+        _ring_kernel[1, 1](s["next"].device_handle(), s["prev"].device_handle(), dst_off, src_off, nbytes,
+                           MODES.index(mode), 1, ok)
+        cuda.synchronize()
+        s["proxy"].check()
+        comm.check_device_errors()
+        assert _host(ok)[0] == 1
+        got = _host(s["inbox"])
+        np.testing.assert_array_equal(got[dst_off:dst_off + nbytes], pattern((comm.rank - 1) % comm.size, nbytes, seed))
+        assert not got[:dst_off].any() and not got[dst_off + nbytes:].any()
+        comm.barrier()
+    finally:
+        s["proxy"].close()
+
+
 @cuda.jit
 def _scatter_kernel(nxt, prv, chunk, ok):
     tid = cuda.threadIdx.x

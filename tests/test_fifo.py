@@ -197,3 +197,49 @@ def test_proxy_loop_rejects_bad_triggers_without_executing_them(trigger, reason)
     assert int(tab.state[loop.ST_DETAIL]) == reason
     assert not tab.dst.any() and int(tab.token[0]) == 0 and int(fifo.ctrl[ff.CTRL_TAIL]) == 0
     assert loop.REASONS[reason]
+
+
+def _serve_all(tab, fifo, trigger_list):
+    """Write several triggers at once (the ring holds them all), then run the loop until it idles."""
+    ticket = int(tab.state[loop.ST_TAIL])
+    for k, t in enumerate(trigger_list):
+        w0, w1 = ff.encode(ff.Trigger(*t))
+        slot = (ticket + k) % fifo.size
+        fifo.triggers[2 * slot] = w0
+        fifo.triggers[2 * slot + 1] = w1 | ff.lap_parity(ticket + k, fifo.size) << 63
+    serve, _ = loop.build(False, False)
+    return serve(fifo.triggers, fifo.ctrl, tab.state, tab.mem, tab.sem, 0, 0, 10, 20_000_000)
+
+
+def test_proxy_loop_merges_waiting_contiguous_puts_and_keeps_stream_order():
+    tab, fifo = Tables(), ff.Fifo(16)
+    d, f, s = ff.TRIGGER_DATA, ff.TRIGGER_FLAG, ff.TRIGGER_SYNC
+    puts = [(d, 8, 8 * i, 8 * i, 0, 1, 3) for i in range(6)]           # one 48-byte run
+    later = [(d, 8, 200, 8, 0, 1, 3), (d, 0, 0, 0, 0, 1, 3),           # overwrites bytes 8-15 after the run; a no-op
+             (d | f, 16, 64, 64, 0, 1, 3), (d, 4, 80, 80, 0, 1, 3),    # put+flag, then a put right after it
+             (s, 0, 0, 0, 0, 1, 3)]
+    assert _serve_all(tab, fifo, puts + later) == loop.IDLE
+    want = np.zeros(128, np.uint8)
+    want[0:48] = tab.src[0:48]
+    want[8:16] = tab.src[200:208]
+    want[64:84] = tab.src[64:84]
+    np.testing.assert_array_equal(tab.dst, want)
+    assert int(tab.token[0]) == 1 and int(fifo.ctrl[ff.CTRL_TAIL]) == len(puts + later)
+
+
+def test_proxy_loop_pops_zero_byte_puts_of_network_channels_itself():
+    tab, fifo = Tables(), ff.Fifo(4)
+    assert _serve_all(tab, fifo, [(ff.TRIGGER_DATA, 0, 0, 0, 0, 1, 4)]) == loop.IDLE
+    assert int(fifo.ctrl[ff.CTRL_TAIL]) == 1
+    assert _serve_all(tab, fifo, [(ff.TRIGGER_DATA, 0, 0, 0, 0, 1, 3), (ff.TRIGGER_FLAG, 0, 0, 0, 0, 0, 4)]) == loop.HOST
+    assert int(fifo.ctrl[ff.CTRL_TAIL]) == 2  # the 0-byte put popped, the network flag handed to Python
+
+
+def test_proxy_loop_issues_a_pending_copy_before_handing_a_trigger_to_python():
+    tab, fifo = Tables(), ff.Fifo(4)
+    assert _serve_all(tab, fifo, [(ff.TRIGGER_DATA, 8, 0, 0, 0, 1, 3), (ff.TRIGGER_FLAG, 0, 0, 0, 0, 0, 4)]) == loop.HOST
+    np.testing.assert_array_equal(tab.dst[:8], tab.src[:8])
+    tab, fifo = Tables(), ff.Fifo(4)
+    assert _serve_all(tab, fifo, [(ff.TRIGGER_DATA, 8, 8, 0, 0, 1, 3), (0, 8, 0, 0, 0, 1, 3)]) == loop.REJECT
+    np.testing.assert_array_equal(tab.dst[:8], tab.src[8:16])  # the popped put still ran
+    assert int(fifo.ctrl[ff.CTRL_TAIL]) == 1

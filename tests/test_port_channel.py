@@ -60,6 +60,11 @@ def test_every_mode_round_trips(name):
 
 
 @pytest.mark.parametrize("name", ["ipc2", "eth2"])
+def test_a_put_of_several_megabytes_lands_exactly(name):
+    pool(name).run(cases.big_put, nbytes=(5 << 20) + 77, src_off=3, dst_off=4099, seed=2)
+
+
+@pytest.mark.parametrize("name", ["ipc2", "eth2"])
 def test_many_threads_push_through_a_small_fifo(name):
     pool(name).run(cases.many_pushers, nthreads=24, chunk=40, seed=5)
 

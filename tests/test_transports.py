@@ -178,3 +178,59 @@ def test_ib_loopback_write_and_atomic_add():
     a.close()
     b.close()
     ep.close()
+
+
+def test_double_buffered_staging_moves_exact_bytes_with_async_copies(monkeypatch):
+    """The GPU staging path of the Ethernet transport, with copies that only happen at the next stream
+    sync (as async copies may): every chunk is synchronized before it is sent or its buffer reused."""
+    import ctypes
+    import socket
+    import threading
+
+    import numpy as np
+
+    from pymscclpp.transports import driver, ethernet, frames
+    from pymscclpp.transports.link import Link
+
+    queues: dict = {1: [], 2: []}
+
+    def copy_async(dst, src, n, stream):
+        queues[stream].append((dst, src, n))
+        return 0
+
+    def sync(stream):
+        for dst, src, n in queues[stream]:
+            ctypes.memmove(dst, src, n)
+        queues[stream].clear()
+        return 0
+
+    for name in ("copy_dtoh_async", "copy_htod_async"):
+        monkeypatch.setattr(driver, name, copy_async, raising=False)
+    monkeypatch.setattr(driver, "stream_sync", sync, raising=False)
+
+    def stager(stream):
+        st = ethernet.Stager.__new__(ethernet.Stager)
+        st.chunk, st.stream = 1000, stream
+        st.bufs = [np.zeros(1000, np.uint8) for _ in range(2)]
+        st.addrs = [int(b.ctypes.data) for b in st.bufs]
+        return st
+
+    a, b = socket.socketpair()
+    tx, rx = Link(a, 0, 1, 10.0), Link(b, 1, 0, 10.0)
+    try:
+        for nbytes in (0, 1, 999, 1000, 1001, 4321):
+            src = np.random.default_rng(nbytes).integers(0, 256, nbytes, dtype=np.uint8)
+            dst = np.zeros(nbytes + 1, np.uint8)
+            flag = frames.encode(frames.Kind.FLAG, 7)
+            sender = threading.Thread(target=stager(1).send, args=(tx, 3, 0, int(src.ctypes.data), nbytes, flag))
+            sender.start()
+            h = frames.decode_header(rx.read_exact(frames.HEADER_SIZE))
+            assert (h.kind, h.a, h.length) == (frames.Kind.DATA, 3, nbytes)
+            stager(2).receive(rx, int(dst.ctypes.data), nbytes)
+            assert frames.decode_header(rx.read_exact(frames.HEADER_SIZE)) == (frames.Kind.FLAG, 7, 0, 0)
+            sender.join()
+            np.testing.assert_array_equal(dst[:nbytes], src)
+            assert dst[nbytes] == 0 and not queues[1] and not queues[2]
+    finally:
+        tx.close()
+        rx.close()

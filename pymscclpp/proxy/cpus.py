@@ -79,7 +79,8 @@ def choose(bound: set[int], online: set[int], local: set[int]) -> set[int] | Non
     outside the binding, else any online CPU outside it. An unbound process (binding = every online
     CPU) is only narrowed to the NUMA node; a wider binding is left alone."""
     if not bound or bound >= online:
-        return (local & online) or None
+        narrowed = local & online
+        return narrowed if narrowed and narrowed != bound else None
     if len(bound) >= 4:
         return None
     for pool in (local & online, online):

@@ -1,0 +1,93 @@
+"""Raw device pointers (cupy's API) or device arrays, as buffers of ``count`` elements the Communicator accepts.
+
+On GPUs a pointer becomes a ``__cuda_array_interface__`` object, after checking that ``count`` elements
+fit in its allocation. Under the simulator device memory is host memory, so a pointer (an address
+from ``buffer_info(array).ptr``) is viewed in place.
+"""
+
+from __future__ import annotations
+
+import ctypes
+from typing import NamedTuple
+
+import numpy as np
+
+from ..errors import InvalidUsageError
+from ..runtime.backend import IS_SIM
+from ..runtime.memory import buffer_info, bytes_view, view_as
+from .constants import ITEMSIZES
+
+if IS_SIM:
+    from numba.cuda.simulator.cudadrv.devicearray import FakeCUDAArray
+else:
+    from ..runtime import cudadrv
+
+
+class Buffer(NamedTuple):
+    """A validated buffer: ``obj`` for the Communicator, ``ptr`` for NCCL."""
+    obj: object
+    ptr: int
+
+
+class DevicePointer:
+    """``count`` elements of ``dtype`` at device address ``ptr``, seen through ``__cuda_array_interface__``."""
+
+    def __init__(self, ptr: int, count: int, dtype: np.dtype, owner=None):
+        self.ptr, self.count, self.dtype, self.owner = ptr, count, dtype, owner
+
+    @property
+    def __cuda_array_interface__(self) -> dict:
+        return {"shape": (self.count,), "typestr": self.dtype.str, "data": (self.ptr, False), "version": 3,
+                "strides": None}
+
+
+def numpy_dtype(name: str) -> np.dtype:
+    """The NumPy dtype named ``name``: bfloat16 and float8 come from ml_dtypes, else are raw bytes of their size."""
+    try:
+        return np.dtype(name)
+    except TypeError:
+        try:
+            import ml_dtypes
+            return np.dtype(getattr(ml_dtypes, name))
+        except (ImportError, AttributeError):
+            return np.dtype(f"V{ITEMSIZES[name]}")
+
+
+def typed(name: str) -> bool:
+    """Whether buffers made here show the Communicator dtype ``name`` (a CUDA array interface loses ml_dtypes')."""
+    dtype = numpy_dtype(name)
+    return dtype.name == name and (IS_SIM or np.dtype(dtype.str).name == name)
+
+
+def device_buffer(buf, count: int, dtype_name: str, what: str) -> Buffer:
+    """``count`` elements of ``dtype_name`` at ``buf``: a device pointer (int) or a device array."""
+    dtype = numpy_dtype(dtype_name)
+    nbytes = count * dtype.itemsize
+    if isinstance(buf, (int, np.integer)) and not isinstance(buf, bool):
+        ptr = int(buf)
+        if ptr <= 0 and nbytes:
+            raise InvalidUsageError(f"{what}={ptr:#x} is not a device pointer")
+        if IS_SIM:
+            raw = (ctypes.c_uint8 * nbytes).from_address(ptr) if nbytes else np.empty(0, np.uint8)
+            return Buffer(FakeCUDAArray(np.ctypeslib.as_array(raw).view(dtype)), ptr)
+        _check_extent(ptr, nbytes, count, dtype_name, what)
+        return Buffer(DevicePointer(ptr, count, dtype), ptr)
+    info = buffer_info(buf)
+    if nbytes > info.nbytes:
+        raise InvalidUsageError(f"{what}: count {count} of {dtype_name} needs {nbytes} bytes, but the buffer "
+                                f"has {info.nbytes}")
+    if IS_SIM:
+        return Buffer(view_as(bytes_view(buf, info), dtype, 0, count), info.ptr)
+    return Buffer(DevicePointer(info.ptr, count, dtype, owner=buf), info.ptr)
+
+
+def _check_extent(ptr: int, nbytes: int, count: int, dtype_name: str, what: str) -> None:
+    """Raise unless ``nbytes`` at ``ptr`` lie in one device allocation."""
+    if not nbytes:
+        return
+    kind, _, base, size = cudadrv.pointer_info(ptr)
+    if kind != "device":
+        raise InvalidUsageError(f"{what}={ptr:#x}: expected GPU device memory, got {kind} memory")
+    if ptr + nbytes > base + size:
+        raise InvalidUsageError(f"{what}: count {count} of {dtype_name} needs {nbytes} bytes, but only "
+                                f"{base + size - ptr} remain in the allocation at {ptr:#x}")

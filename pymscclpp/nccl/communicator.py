@@ -1,0 +1,142 @@
+"""``NcclCommunicator``: cupy.cuda.nccl's communicator, served by pymscclpp's collectives, else by NCCL."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..channels import reduce as red
+from ..communicator import Communicator
+from ..errors import InvalidUsageError
+from ..fallback import nccl as fb
+from ..runtime.streams import stream_handle
+from . import ids
+from .buffers import device_buffer, typed
+from .constants import datatype_name, op_name
+from .group import Call, submit
+
+_REDUCES = f"pymscclpp reduces {', '.join(red.DTYPE_KINDS)} with {', '.join(red.OPS)}"
+_P2P = "pymscclpp has no point-to-point send/recv"
+
+
+def _common(datatype: int, count, stream, what: str = "count") -> tuple[str, int, int]:
+    """(dtype name, count, raw stream handle) of a call's common arguments, checked."""
+    if isinstance(count, bool) or not isinstance(count, (int, np.integer)) or count < 0:
+        raise InvalidUsageError(f"{what}={count!r}: expected a number of elements >= 0")
+    return datatype_name(datatype), int(count), stream_handle(stream)
+
+
+class NcclCommunicator:
+    """One rank of ``ndev`` (one GPU per process), joined through ``commId`` from ``get_unique_id()``.
+
+    Buffers are raw device pointers (ints, as in cupy) or device arrays; counts are in elements;
+    ``stream`` is a raw handle (0: the default stream) or a stream object.
+    """
+
+    def __init__(self, ndev: int, commId, rank: int):  # noqa: N803 (cupy's names)
+        self._comm: Communicator | None = Communicator.from_unique_id(ids.decode(commId), rank, ndev)
+
+    @staticmethod
+    def initAll(devices):  # noqa: N802
+        """Not supported: pymscclpp runs one process per GPU."""
+        raise InvalidUsageError("NcclCommunicator.initAll (several GPUs in one process) is not supported: run one "
+                                "process per GPU, each making NcclCommunicator(ndev, commId, rank)")
+
+    @property
+    def communicator(self) -> Communicator:
+        """The pymscclpp Communicator underneath."""
+        if self._comm is None:
+            raise InvalidUsageError("this NcclCommunicator was destroyed")
+        return self._comm
+
+    def rank_id(self) -> int:
+        return self.communicator.rank
+
+    def device_id(self) -> int:
+        return self.communicator.device
+
+    def size(self) -> int:
+        return self.communicator.size
+
+    def destroy(self) -> None:
+        """Release the communicator (and its NCCL one, if made); idempotent."""
+        if self._comm is not None:
+            comm, self._comm = self._comm, None
+            comm.close()
+
+    def abort(self) -> None:
+        """Abort the NCCL communicator (if made) without waiting for its work, then release everything."""
+        if self._comm is not None and getattr(self._comm, "_nccl_fallback", None) is not None:
+            self._comm._nccl_fallback.close(abort=True)
+        self.destroy()
+
+    def check_async_error(self) -> None:
+        """Raise if a device wait of a finished collective timed out."""
+        self.communicator.check_device_errors()
+
+    # -- collectives ----------------------------------------------------------------------------
+    def allReduce(self, sendbuf, recvbuf, count: int, datatype: int, op: int, stream=0) -> None:  # noqa: N802
+        (dtype, count, stream), opname = _common(datatype, count, stream), op_name(op)
+        send, recv = device_buffer(sendbuf, count, dtype, "sendbuf"), device_buffer(recvbuf, count, dtype, "recvbuf")
+        if self._reduces(dtype, opname):
+            out = None if recv.ptr == send.ptr else recv.obj
+            submit(Call(lambda: self.communicator.all_reduce(send.obj, out, op=opname, stream=stream), None))
+        else:
+            nccl = self._nccl(f"allReduce of {dtype} with {opname}", _REDUCES)
+            submit(Call(lambda: nccl.all_reduce(send.ptr, recv.ptr, count, dtype, opname, stream), nccl))
+
+    def allGather(self, sendbuf, recvbuf, count: int, datatype: int, stream=0) -> None:  # noqa: N802
+        dtype, count, stream = _common(datatype, count, stream)
+        send = device_buffer(sendbuf, count, dtype, "sendbuf")
+        recv = device_buffer(recvbuf, count * self.size(), dtype, "recvbuf")
+        submit(Call(lambda: self.communicator.all_gather(send.obj, recv.obj, stream=stream), None))
+
+    def reduceScatter(self, sendbuf, recvbuf, recvcount: int, datatype: int, op: int, stream=0) -> None:  # noqa: N802
+        (dtype, count, stream), opname = _common(datatype, recvcount, stream, "recvcount"), op_name(op)
+        send = device_buffer(sendbuf, count * self.size(), dtype, "sendbuf")
+        recv = device_buffer(recvbuf, count, dtype, "recvbuf")
+        if self._reduces(dtype, opname):
+            submit(Call(lambda: self.communicator.reduce_scatter(send.obj, recv.obj, op=opname, stream=stream), None))
+        else:
+            nccl = self._nccl(f"reduceScatter of {dtype} with {opname}", _REDUCES)
+            submit(Call(lambda: nccl.reduce_scatter(send.ptr, recv.ptr, count, dtype, opname, stream), nccl))
+
+    def broadcast(self, sendbuff, recvbuff, count: int, datatype: int, root: int, stream=0) -> None:
+        """Root's ``sendbuff`` into every rank's ``recvbuff`` (``sendbuff`` is read on the root only)."""
+        (dtype, count, stream), root = _common(datatype, count, stream), self._rank(root, "root")
+        recv = device_buffer(recvbuff, count, dtype, "recvbuff")
+        send = device_buffer(sendbuff, count, dtype, "sendbuff") if self.rank_id() == root else recv
+        out = None if recv.ptr == send.ptr else recv.obj
+        submit(Call(lambda: self.communicator.broadcast(send.obj, out, root=root, stream=stream), None))
+
+    def bcast(self, buff, count: int, datatype: int, root: int, stream=0) -> None:
+        """In-place broadcast of ``buff`` from ``root``."""
+        self.broadcast(buff, buff, count, datatype, root, stream)
+
+    def send(self, sendbuf, count: int, datatype: int, peer: int, stream=0) -> None:
+        """Send ``count`` elements to ``peer`` through NCCL (pair with its ``recv``; both ways: in a group)."""
+        (dtype, count, stream), peer = _common(datatype, count, stream), self._rank(peer, "peer")
+        buf, nccl = device_buffer(sendbuf, count, dtype, "sendbuf"), self._nccl("send", _P2P)
+        submit(Call(lambda: nccl.send(buf.ptr, count, dtype, peer, stream), nccl))
+
+    def recv(self, recvbuf, count: int, datatype: int, peer: int, stream=0) -> None:
+        """Receive ``count`` elements from ``peer`` through NCCL."""
+        (dtype, count, stream), peer = _common(datatype, count, stream), self._rank(peer, "peer")
+        buf, nccl = device_buffer(recvbuf, count, dtype, "recvbuf"), self._nccl("recv", _P2P)
+        submit(Call(lambda: nccl.recv(buf.ptr, count, dtype, peer, stream), nccl))
+
+    # -- routing --------------------------------------------------------------------------------
+    @staticmethod
+    def _reduces(dtype: str, op: str) -> bool:
+        """Whether pymscclpp's reductions serve ``dtype`` and ``op`` (buffers made here must show the dtype)."""
+        return dtype in red.DTYPE_KINDS and op in red.OPS and typed(dtype)
+
+    def _nccl(self, what: str, why: str) -> fb.NcclFallback:
+        nccl = fb.fallback_for(self.communicator)
+        if nccl is None:
+            raise fb.missing(what, why)
+        return nccl
+
+    def _rank(self, value, what: str) -> int:
+        if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or not 0 <= value < self.size():
+            raise InvalidUsageError(f"{what}={value!r}: expected a rank in 0..{self.size() - 1}")
+        return int(value)

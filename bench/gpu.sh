@@ -41,6 +41,10 @@ run allreduce_tune_simple mpirun -np "$np" python3 -m pymscclpp.bench -b 256K -e
 run executor_tests mpirun -np "$np" python3 tests/gpu/run_executor.py
 run executor_bench mpirun -np "$np" python3 tests/../bench/executor.py --json "$out/executor.json"
 run executor_cached bash -c "PYMSCCLPP_CACHE_DIR=/tmp/pc mpirun -np $np python3 bench/executor.py --sizes 1048576 && PYMSCCLPP_CACHE_DIR=/tmp/pc mpirun -np $np python3 bench/executor.py --sizes 1048576"
+for op in all_gather reduce_scatter all_to_all broadcast; do
+  run "${op}_graph" mpirun -np "$np" python3 -m pymscclpp.bench --op "$op" -b "${OP_MIN:-1K}" -e "${OP_MAX:-1G}" -f "${OP_STEP:-4}" \
+    --graph --check --json "$out/${op}_graph.json"
+done
 run allreduce_eager mpirun -np "$np" python3 -m pymscclpp.bench -b 1K -e 1M -f 32 --eager --iters 20 --profile --json "$out/allreduce_eager.json"
 for step in ${EXTRA_STEPS:-}; do run "$step" bash -c "${!step}"; done
 echo "=== summary"; cat "$out/summary.txt"

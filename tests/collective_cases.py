@@ -50,12 +50,132 @@ def bad_input(comm, state, case: str):
             "dtype": (send, cuda.to_device(np.zeros(16, np.int32))),
             "host": (np.ones(16, np.float32), recv),
             "op": (send, recv)}[case]
-    kwargs = {"op": "avg"} if case == "op" else {}
+    kwargs = {"op": "xor"} if case == "op" else {}
     try:
         comm.all_reduce(*args, **kwargs)
     except InvalidUsageError as exc:
-        words = {"size": "elements", "dtype": "int32", "host": "host memory", "op": "avg"}[case]
+        words = {"size": "elements", "dtype": "int32", "host": "host memory", "op": "xor"}[case]
         assert words in str(exc), str(exc)
     else:
         raise AssertionError(f"{case}: no error")
+    np.testing.assert_array_equal(recv.copy_to_host(), np.full(16, 7, np.float32))
+
+
+def _check(comm, got, want, send=None, sent=None) -> None:
+    cuda.synchronize()
+    comm.check_device_errors()
+    np.testing.assert_array_equal(got.copy_to_host(), want)
+    if send is not None:
+        np.testing.assert_array_equal(send.copy_to_host(), sent)
+
+
+def all_gather(comm, state, count: int, dtype: str, seed: int, inplace: bool, algo=None, repeat: int = 1):
+    """all_gather puts every rank's data at its slot on every rank, call after call; in place from its slot."""
+    n, r = comm.size, comm.rank
+    for it in range(repeat):
+        x = rank_data(r, count, dtype, seed + it)
+        want = np.concatenate([rank_data(p, count, dtype, seed + it) for p in range(n)])
+        init = np.full(n * count, 99, np.dtype(dtype))
+        if inplace:
+            init[r * count:(r + 1) * count] = x
+        recv = cuda.to_device(init)
+        send = recv[r * count:(r + 1) * count] if inplace else cuda.to_device(x)
+        comm.all_gather(send, recv, algo=algo)
+        _check(comm, recv, want, None if inplace else send, x)
+
+
+def reduce_scatter(comm, state, count: int, dtype: str, op: str, seed: int, inplace: bool, algo=None,
+                   repeat: int = 1):
+    """reduce_scatter gives rank r the rank-order NumPy reduction of every rank's slot r; in place into its slot."""
+    n, r = comm.size, comm.rank
+    for it in range(repeat):
+        x = rank_data(r, n * count, dtype, seed + it)
+        want = expected_allreduce(n, n * count, dtype, seed + it, op)[r * count:(r + 1) * count]
+        send = cuda.to_device(x)
+        recv = send[r * count:(r + 1) * count] if inplace else cuda.to_device(np.full(count, 99, np.dtype(dtype)))
+        comm.reduce_scatter(send, recv, op=op, algo=algo)
+        _check(comm, recv, want, None if inplace else send, x)
+
+
+def all_to_all(comm, state, count: int, dtype: str, seed: int, inplace: bool, algo=None, repeat: int = 1):
+    """all_to_all moves rank j's slot r to rank r's slot j, call after call, in place or not."""
+    n, r = comm.size, comm.rank
+    for it in range(repeat):
+        x = rank_data(r, n * count, dtype, seed + it)
+        want = np.concatenate([rank_data(p, n * count, dtype, seed + it)[r * count:(r + 1) * count]
+                               for p in range(n)])
+        send = cuda.to_device(x)
+        recv = send if inplace else cuda.to_device(np.full(n * count, 99, np.dtype(dtype)))
+        comm.all_to_all(send, None if inplace else recv, algo=algo)
+        _check(comm, recv, want, None if inplace else send, x)
+
+
+def broadcast(comm, state, count: int, dtype: str, root: int, seed: int, inplace: bool, algo=None,
+              repeat: int = 1):
+    """broadcast copies the root's data to every rank; the root moves to the next rank each repeat."""
+    for it in range(repeat):
+        src = (root + it) % comm.size
+        x = rank_data(comm.rank, count, dtype, seed + it)
+        want = rank_data(src, count, dtype, seed + it)
+        send = cuda.to_device(x)
+        if inplace:
+            comm.broadcast(send, src, algo=algo)
+            _check(comm, send, want)
+        else:
+            recv = cuda.to_device(np.full(count, 99, np.dtype(dtype)))
+            comm.broadcast(send, recv, src, algo=algo)
+            _check(comm, recv, want, send, x)
+
+
+# (send, recv) element counts per slot count n, for the bad-input cases of each collective
+_SHAPES = {"all_gather": lambda n: (16, 16 * n), "reduce_scatter": lambda n: (16 * n, 16),
+           "all_to_all": lambda n: (16 * n, 16 * n), "broadcast": lambda n: (16, 16)}
+_WORDS = {"size": "elements", "dtype": "int32", "host": "host memory", "strided": "contiguous",
+          "overlap": "overlap", "slots": "equal slots", "op": "xor", "root": "root"}
+
+
+def bad_collective_input(comm, state, collective: str, case: str):
+    """A bad argument to ``collective`` raises InvalidUsageError naming the problem, and writes nothing."""
+    from pymscclpp.errors import InvalidUsageError
+    n_send, n_recv = _SHAPES[collective](comm.size)
+    backing = cuda.to_device(np.full(n_send + n_recv + 1, 7, np.float32))
+    send = cuda.to_device(np.ones(n_send, np.float32))
+    recv = backing[:n_recv]
+    if case == "size":
+        recv = backing[:n_recv + 1]
+    elif case == "dtype":
+        send = cuda.to_device(np.ones(n_send, np.int32))
+    elif case == "host":
+        send = np.ones(n_send, np.float32)
+    elif case == "strided":
+        send = cuda.to_device(np.ones((n_send, 2), np.float32))[:, 0]
+    elif case == "overlap":
+        send = backing[1:n_send + 1]
+    elif case == "slots":
+        send = cuda.to_device(np.ones(n_send + 1, np.float32))
+    kwargs = {"op": "xor"} if case == "op" else {}
+    root = comm.size if case == "root" else 0
+    try:
+        if collective == "broadcast":
+            comm.broadcast(send, recv, root)
+        else:
+            getattr(comm, collective)(send, recv, **kwargs)
+    except InvalidUsageError as exc:
+        assert _WORDS[case] in str(exc), str(exc)
+    else:
+        raise AssertionError(f"{collective} {case}: no error")
+    np.testing.assert_array_equal(backing.copy_to_host(), np.full(n_send + n_recv + 1, 7, np.float32))
+
+
+def nccl_only_op_without_nccl(comm, state):
+    """An op pymscclpp lacks (avg) goes to NCCL; without NCCL the error says so and writes nothing."""
+    from pymscclpp.errors import InvalidUsageError
+    send = cuda.to_device(np.ones(16, np.float32))
+    recv = cuda.to_device(np.full(16, 7, np.float32))
+    try:
+        comm.all_reduce(send, recv, op="avg")
+    except InvalidUsageError as exc:
+        assert "needs NCCL" in str(exc) and "avg" in str(exc), str(exc)
+    else:
+        raise AssertionError("no error")
     np.testing.assert_array_equal(recv.copy_to_host(), np.full(16, 7, np.float32))

@@ -50,3 +50,90 @@ def test_simple_all_reduce_runs_in_several_rounds():
 @pytest.mark.parametrize("case", ["size", "dtype", "host", "op"])
 def test_bad_all_reduce_arguments_raise_before_writing(case):
     pool(2).run(cases.bad_input, case=case)
+
+
+_SIM = dict(max_examples=12, deadline=None, suppress_health_check=list(HealthCheck))
+_COMMON = dict(size=st.sampled_from([2, 3, 4]), count=st.integers(1, 300), dtype=st.sampled_from(DTYPES),
+               seed=st.integers(0, 1000), inplace=st.booleans(), algo=st.sampled_from(["packet", "simple"]))
+
+
+@settings(**_SIM)
+@given(**_COMMON)
+def test_all_gather_collects_every_rank_at_its_slot(size, count, dtype, seed, inplace, algo):
+    pool(size).run(cases.all_gather, count=count, dtype=dtype, seed=seed, inplace=inplace, algo=algo)
+
+
+@settings(**_SIM)
+@given(op=st.sampled_from(["sum", "min", "max"]), **_COMMON)
+def test_reduce_scatter_matches_a_rank_order_numpy_reduction(size, count, dtype, op, seed, inplace, algo):
+    pool(size).run(cases.reduce_scatter, count=count, dtype=dtype, op=op, seed=seed, inplace=inplace, algo=algo)
+
+
+@settings(**_SIM)
+@given(**_COMMON)
+def test_all_to_all_transposes_slots_across_ranks(size, count, dtype, seed, inplace, algo):
+    pool(size).run(cases.all_to_all, count=count, dtype=dtype, seed=seed, inplace=inplace, algo=algo)
+
+
+@settings(**_SIM)
+@given(root=st.integers(0, 3), **_COMMON)
+def test_broadcast_copies_the_roots_buffer_everywhere(size, count, dtype, root, seed, inplace, algo):
+    pool(size).run(cases.broadcast, count=count, dtype=dtype, root=root % size, seed=seed, inplace=inplace,
+                   algo=algo)
+
+
+_COLLECTIVES = {"all_gather": cases.all_gather, "reduce_scatter": cases.reduce_scatter,
+                "all_to_all": cases.all_to_all, "broadcast": cases.broadcast}
+
+
+def _params(collective: str, **kw) -> dict:
+    extra = {"reduce_scatter": {"op": "sum"}, "broadcast": {"root": 1}}.get(collective, {})
+    return {**kw, **extra}
+
+
+@pytest.mark.parametrize("algo", ["packet", "simple"])
+@pytest.mark.parametrize("collective", list(_COLLECTIVES))
+def test_repeated_collectives_reuse_scratch_safely(collective, algo):
+    # four ranks: broadcast's root changes every call
+    pool(4).run(_COLLECTIVES[collective], **_params(collective, count=77, dtype="uint8", seed=5, inplace=False,
+                                                    algo=algo, repeat=5))
+
+
+@pytest.mark.parametrize("algo", ["packet", "simple"])
+@pytest.mark.parametrize("collective", list(_COLLECTIVES))
+def test_in_place_collectives_on_four_ranks(collective, algo):
+    # rank >= 2 of an in-place reduce_scatter reads its own slot after the output has been written
+    pool(4).run(_COLLECTIVES[collective], **_params(collective, count=45, dtype="float16", seed=9, inplace=True,
+                                                    algo=algo, repeat=2))
+
+
+@pytest.mark.parametrize("collective", list(_COLLECTIVES))
+def test_simple_collectives_run_in_several_rounds(collective):
+    # 20000 floats = 80 KB per slot > the simulator's 64 KB rounds
+    pool(2).run(_COLLECTIVES[collective], **_params(collective, count=20000, dtype="float32", seed=3, inplace=True,
+                                                    algo="simple", repeat=2))
+
+
+@pytest.mark.parametrize("collective", list(_COLLECTIVES))
+def test_the_selector_picks_an_algorithm_for_small_and_large_messages(collective):
+    for count in (10, 70000):  # 280 KB: above the 256 KB packet limit
+        pool(2).run(_COLLECTIVES[collective], **_params(collective, count=count, dtype="float32", seed=count,
+                                                        inplace=False))
+
+
+def test_one_rank_collectives_are_local_copies():
+    for collective, fn in _COLLECTIVES.items():
+        pool(1).run(fn, **_params(collective, count=33, dtype="float16", seed=2, inplace=False))
+
+
+_BAD = [(c, case) for c in _COLLECTIVES for case in ["size", "dtype", "host", "strided", "overlap"]]
+_BAD += [("reduce_scatter", "slots"), ("all_to_all", "slots"), ("reduce_scatter", "op"), ("broadcast", "root")]
+
+
+@pytest.mark.parametrize("collective,case", _BAD)
+def test_bad_collective_arguments_raise_before_writing(collective, case):
+    pool(2).run(cases.bad_collective_input, collective=collective, case=case)
+
+
+def test_ops_only_nccl_has_name_nccl_in_the_error_when_it_is_missing():
+    pool(2).run(cases.nccl_only_op_without_nccl)

@@ -43,22 +43,22 @@ def make_case(op: str, comm, dist, torch, dtype, nbytes: int, redop: str, algo: 
         part = max(1, count // n)
         x = _data(torch, dtype, part, rank, 2)
         out, ref = torch.empty(part * n, dtype=dtype, device="cuda"), torch.empty(part * n, dtype=dtype, device="cuda")
-        return Case(part * n, lambda: comm.all_gather(x, out), lambda: dist.all_gather_into_tensor(ref, x),
+        return Case(part * n, lambda: comm.all_gather(x, out, **kw), lambda: dist.all_gather_into_tensor(ref, x),
                     (out, ref), (n - 1) / n)
     if op == "reduce_scatter":
         part = max(1, count // n)
         x = _data(torch, dtype, part * n, rank, 3)
         out, ref = torch.empty(part, dtype=dtype, device="cuda"), torch.empty(part, dtype=dtype, device="cuda")
-        return Case(part * n, lambda: comm.reduce_scatter(x, out, op=redop),
+        return Case(part * n, lambda: comm.reduce_scatter(x, out, op=redop, **kw),
                     lambda: dist.reduce_scatter_tensor(ref, x, op=reduce_op), (out, ref), (n - 1) / n)
     if op == "all_to_all":
         part = max(1, count // n)
         x = _data(torch, dtype, part * n, rank, 4)
         out, ref = torch.empty_like(x), torch.empty_like(x)
-        return Case(part * n, lambda: comm.all_to_all(x, out), lambda: dist.all_to_all_single(ref, x),
+        return Case(part * n, lambda: comm.all_to_all(x, out, **kw), lambda: dist.all_to_all_single(ref, x),
                     (out, ref), (n - 1) / n)
     if op == "broadcast":
         src = _data(torch, dtype, count, rank, 5)
         buf, ref = src.clone(), src.clone()
-        return Case(count, lambda: comm.broadcast(buf, 0), lambda: dist.broadcast(ref, 0), (buf, ref), 1.0)
+        return Case(count, lambda: comm.broadcast(buf, 0, **kw), lambda: dist.broadcast(ref, 0), (buf, ref), 1.0)
     raise ValueError(f"unknown collective {op!r}")

@@ -15,6 +15,30 @@ import pymscclpp  # noqa: E402
 import collective_cases as cases  # noqa: E402
 
 
+def _other_collectives(rng, size: int) -> list:
+    """all_gather, reduce_scatter, all_to_all, broadcast: both algorithms, repeats, several rounds, bad input."""
+    fns = {"all_gather": cases.all_gather, "reduce_scatter": cases.reduce_scatter, "all_to_all": cases.all_to_all,
+           "broadcast": cases.broadcast}
+    plan = []
+    for name, fn in fns.items():
+        extra = lambda: {"reduce_scatter": {"op": str(rng.choice(["sum", "min", "max"]))},  # noqa: E731
+                         "broadcast": {"root": int(rng.integers(size))}}.get(name, {})
+        for i in range(12):
+            algo = ["packet", "simple"][i % 2]
+            hi = (1 << 18) // size if algo == "packet" else (1 << 23)  # bytes per slot
+            plan.append((fn, dict(count=int(rng.integers(1, hi // 4)), seed=i, algo=algo, repeat=3,
+                                  dtype=str(rng.choice(["float32", "float16", "int32", "uint8"])),
+                                  inplace=bool(i % 3 == 0), **extra())))
+        for mb, inplace in [(70, False), (33, True)]:  # several 32 MB rounds per slot, a short last one
+            plan.append((fn, dict(count=(mb << 20) // 4 + 3, dtype="float32", seed=mb, inplace=inplace,
+                                  algo="simple", repeat=2, **extra())))
+        plan.append((fn, dict(count=5000, dtype="uint8", seed=1, inplace=False, repeat=4, **extra())))  # selector
+    bad = [(c, case) for c in fns for case in ["size", "dtype", "host", "strided", "overlap"]]
+    bad += [("reduce_scatter", "slots"), ("all_to_all", "slots"), ("reduce_scatter", "op"), ("broadcast", "root")]
+    plan += [(cases.bad_collective_input, dict(collective=c, case=case)) for c, case in bad]
+    return plan
+
+
 def main() -> int:
     comm = pymscclpp.Communicator.from_mpi(MPI.COMM_WORLD)
     rng = np.random.default_rng(99)
@@ -34,6 +58,7 @@ def main() -> int:
                                             algo=algo, repeat=3)))
     for case in ["size", "dtype", "host", "op"]:
         plan.append((cases.bad_input, dict(case=case)))
+    plan += _other_collectives(rng, comm.size)
     failures = 0
     for fn, params in plan:
         try:

@@ -1,0 +1,63 @@
+"""Reduce-scatter kernels: ``inp`` slot p goes to rank p's scratch (at slot ``rank``), and every rank reduces
+its own slot over all ranks in rank order, so results are bit-identical to a rank-order reduction. Channels,
+scratch halves and block shares as in ``allgather_kernels``.
+"""
+
+from __future__ import annotations
+
+from numba import cuda
+
+from ..channels import memory_channel as mc
+from ..channels import primitives as prim
+from ..channels import reduce as red
+from ..channels.device_errors import OP_PACKET
+from .allgather_kernels import end_round, packet_share, peer_rank, round_share, signal_and_wait_all
+
+
+@cuda.jit
+def reducescatter_packets(chans, inp, out, scratch, flags, nbytes, slot_bytes, rank, nranks, kind, op):
+    """LL16 one-shot reduce-scatter of ``nbytes`` per slot: one packet hop."""
+    tid, nt = cuda.threadIdx.x, cuda.blockDim.x
+    flag = mc.packet_flag_begin(flags)
+    half = (flag % 2) * nranks * slot_bytes
+    lo, n = packet_share(nbytes)
+    if n > 0:
+        for j in range(nranks - 1):
+            prim.put_packets_ll16(chans[j].dst, half + rank * slot_bytes + 2 * lo, inp,
+                                  peer_rank(j, rank) * nbytes + lo, n, tid, nt, flag)
+        ch = chans[0]
+        red.reduce_packets_ll16(out, lo, inp, rank * nbytes + lo, rank, scratch, half + 2 * lo, slot_bytes, nranks, n,
+                                tid, nt, flag, kind, op, ch.timeout_ns, ch.err, ch.rank, ch.channel, OP_PACKET)
+    end_round(flags, flag)
+
+
+@cuda.jit
+def reducescatter_simple(chans, inp, out, scratch, flags, nbytes, round_bytes, rank, nranks, kind, op):
+    """Put-and-signal reduce-scatter in rounds of ``round_bytes`` per slot. Needs ``nranks >= 2``."""
+    tid, nt = cuda.threadIdx.x, cuda.blockDim.x
+    for rd in range((nbytes + round_bytes - 1) // round_bytes):
+        flag = mc.packet_flag_begin(flags)
+        half = (flag % 2) * nranks * round_bytes
+        lo, n = round_share(nbytes, round_bytes, rd)
+        at = rd * round_bytes + lo
+        for j in range(nranks - 1):
+            prim.copy_bytes(chans[j].dst, half + rank * round_bytes + lo, inp, peer_rank(j, rank) * nbytes + at,
+                            n, tid, nt)
+        own = inp
+        own_off = rank * nbytes + at
+        if rank >= 2:  # ``out`` may alias our slot, and is written before our turn in rank order comes
+            prim.copy_bytes(scratch, half + rank * round_bytes + lo, inp, own_off, n, tid, nt)
+            own = scratch
+            own_off = half + rank * round_bytes + lo
+        signal_and_wait_all(chans, nranks)
+        for r in range(1, nranks):
+            acc = out
+            acc_off = at
+            if r == 1:
+                acc = own if rank == 0 else scratch
+                acc_off = own_off if rank == 0 else half + lo
+            src = own if r == rank else scratch
+            src_off = own_off if r == rank else half + r * round_bytes + lo
+            red.reduce_bytes(out, at, acc, acc_off, src, src_off, n, tid, nt, kind, op)
+            cuda.syncthreads()  # the next step reads ``out`` in its own thread layout
+        end_round(flags, flag)

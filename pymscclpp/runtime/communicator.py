@@ -17,6 +17,7 @@ from ..errors import CommTimeoutError, InvalidUsageError
 from . import config
 from .backend import IS_SIM
 from .memory import RegisteredMemory, RemoteMemory, alloc, host_id, view_as
+from .liveness import LivenessMonitor, liveness_enabled
 from .tokens import DevicePool, HostPool, PeerPools
 
 _log = get_logger("comm")
@@ -59,6 +60,7 @@ class Communicator:
         self._err_buf = alloc(ERR_WORDS * 8)
         self.error_area = view_as(self._err_buf, np.int64)
         self.peer_pools = self._exchange_pools()
+        self.liveness = LivenessMonitor(bootstrap).start() if liveness_enabled() and self.size > 1 else None
         _log.info("rank %d/%d up on %s device %d (%d local peers)", self.rank, self.size,
                   "sim" if IS_SIM else "GPU", self.device, len(self.local_peers))
 
@@ -138,6 +140,8 @@ class Communicator:
         """A MemoryChannel to ``peer`` (both ranks call it): put from ``src`` into the peer's inbox;
         ``semaphores`` independent signal/wait tokens (e.g. one per thread block)."""
         from ..channels.memory_channel import MemoryChannel
+        if not isinstance(semaphores, (int, np.integer)) or isinstance(semaphores, bool) or semaphores < 1:
+            raise InvalidUsageError(f"rank {self.rank}: semaphores={semaphores!r}: expected a positive integer")
         return MemoryChannel(self, peer, src, inbox, semaphores)
 
     def memory_channels(self, peers, src, inbox=None, semaphores: int = 1) -> dict:
@@ -146,7 +150,10 @@ class Communicator:
 
     # -- errors and teardown ------------------------------------------------------------------
     def check_device_errors(self) -> None:
-        """Raise CommTimeoutError if a device wait of a finished kernel ran out of budget (and clear it)."""
+        """Raise CommTimeoutError if a device wait of a finished kernel ran out of budget (and clear it);
+        PeerDisconnectedError first if the liveness monitor found a dead peer (the likely cause)."""
+        if self.liveness is not None:
+            self.liveness.check()
         text = describe(self.error_area.copy_to_host())
         if text is not None:
             self.error_area.copy_to_device(np.zeros(ERR_WORDS, np.int64))
@@ -158,6 +165,9 @@ class Communicator:
 
     def close(self) -> None:
         """Unmap peers' memory, release token pools and the bootstrap."""
+        if self.liveness is not None:
+            self.liveness.stop()
+            self.liveness = None
         for item in self._closables:
             item.close()
         self._closables.clear()

@@ -7,6 +7,7 @@ import os
 from ..errors import InvalidUsageError
 
 DEFAULT_TIMEOUT_S = 120.0
+MAX_TIMEOUT_S = 1e7  # ~4 months: budgets travel to the device as u64 nanoseconds
 
 
 def timeout_s() -> float | None:
@@ -18,6 +19,7 @@ def timeout_s() -> float | None:
         value = float(raw)
     except ValueError:
         raise InvalidUsageError(f"PYMSCCLPP_TIMEOUT_S={raw!r}: expected a number of seconds (0 turns waits' budgets off)") from None
-    if value < 0 or value != value:
-        raise InvalidUsageError(f"PYMSCCLPP_TIMEOUT_S={raw!r}: must be >= 0")
+    if not 0 <= value <= MAX_TIMEOUT_S:
+        raise InvalidUsageError(f"PYMSCCLPP_TIMEOUT_S={raw!r}: must be a number of seconds in [0, {MAX_TIMEOUT_S:g}] "
+                                "(0 turns budgets off)")
     return None if value == 0 else value

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from ..errors import InvalidUsageError
 from .backend import IS_SIM
 
 
@@ -19,8 +20,8 @@ def stream_handle(stream, buffer=None, device: int = 0) -> int:
         value = getattr(stream, attr, None)
         if value is not None:
             return int(value.value if hasattr(value, "value") else value)
-    raise TypeError(f"cannot use {type(stream).__name__} as a CUDA stream: pass a torch/cupy/numba stream "
-                    "or a raw handle (int)")
+    raise InvalidUsageError(f"cannot use {type(stream).__name__} as a CUDA stream: pass a torch/cupy/numba "
+                            "stream or a raw handle (int)")
 
 
 def as_numba_stream(stream):

@@ -1,0 +1,1 @@
+"""Fault-injection suite: bounded waits, dead peers, bad inputs, soak, security, logging (see docs/reliability.md)."""

@@ -1,0 +1,91 @@
+"""kill -9 (or SIGSTOP) one rank mid-job: survivors raise within bounded time naming the dead peer, and no
+shared-memory segment of any rank of the job is left in /dev/shm."""
+
+from __future__ import annotations
+
+import time
+
+from fault import dead_cases
+from fault.harness import Job, leaked_segments
+from pymscclpp.runtime.liveness import reap_segments, segments_of
+
+BUDGET_S = "60"   # PYMSCCLPP_TIMEOUT_S of barrier jobs: detection must come from the failure, not the budget
+
+
+def _finish(job: Job, survivors, timeout: float, reap: list[int] = ()) -> dict:
+    try:
+        outs = job.outcomes(survivors, timeout)
+        codes = job.join(30)
+    finally:
+        job.close()
+    for r in survivors:
+        kind, value, _ = outs[r]
+        assert kind == "done", f"rank {r} failed instead of reporting the fault:\n{value[3] if kind == 'error' else value}"
+        assert codes[r] == 0, f"survivor rank {r} exited with {codes[r]}"
+    for pid in reap:  # a rank that was alive (frozen) when declared dead: the launcher that kills it cleans up
+        assert segments_of(pid), "the frozen rank's segments should still exist: nobody may unlink a live rank's"
+        assert reap_segments([pid]) and not segments_of(pid)
+    closes = [m for m in job.messages if m[1] == "close-error"]
+    assert not closes, f"comm.close() failed after the fault: {closes}"
+    leaked = leaked_segments(job.pids)
+    assert not leaked, f"shared-memory segments left behind: {leaked}"
+    return {r: outs[r][1] for r in survivors}
+
+
+def test_rank_killed_while_others_wait_in_a_barrier_surfaces_peer_disconnected_within_5_s():
+    job = Job(dead_cases.barrier_while_peer_dies, 3, env={"PYMSCCLPP_TIMEOUT_S": BUDGET_S}, victim=2)
+    try:
+        job.expect("ready", range(3), 60)
+        time.sleep(0.3)
+        killed = job.kill(2)
+    except BaseException:
+        job.close()
+        raise
+    outs = _finish(job, [0, 1], 30)
+    for r, out in outs.items():
+        assert out["kind"] == "PeerDisconnectedError", out
+        assert out["text"].startswith(f"rank {r}: barrier: recv from peer 2") and "peer 2 disconnected" in out["text"], out
+        assert out["at"] - killed < 5, f"rank {r} took {out['at'] - killed:.1f} s to notice"
+        assert 2 in out["dead"] or out["at"] - killed < 1, out  # the monitor agrees (or had no tick yet)
+
+
+def test_frozen_rank_sigstop_is_declared_dead_by_missing_heartbeats_and_the_barrier_fails():
+    dead_after = 1.5
+    job = Job(dead_cases.barrier_while_peer_dies, 2, env={"PYMSCCLPP_TIMEOUT_S": BUDGET_S}, victim=1,
+              interval=0.2, dead_after=dead_after)
+    try:
+        job.expect("ready", range(2), 60)
+        time.sleep(0.3)
+        frozen = job.freeze(1)  # its sockets stay open: only the missing heartbeats tell
+        outs = job.outcomes([0], 30)
+        job.kill(1)
+    except BaseException:
+        job.close()
+        raise
+    out = _finish(job, [0], 30, reap=[job.pids[1]])[0]
+    assert out["kind"] == "PeerDisconnectedError", out
+    assert "peer 1 disconnected (declared dead by the liveness monitor: no heartbeat for" in out["text"], out
+    assert dead_after * 0.9 < out["at"] - frozen < dead_after + 5, out["at"] - frozen
+    assert 1 in out["dead"]
+
+
+def test_rank_killed_during_an_all_reduce_loop_surfaces_within_the_device_budget_and_names_the_peer():
+    budget = 2.0
+    job = Job(dead_cases.allreduce_loop_while_peer_dies, 3, env={"PYMSCCLPP_TIMEOUT_S": str(budget)}, victim=1)
+    try:
+        job.expect("ready", range(3), 60)
+        job.expect("progress", [1], 60)
+        killed = job.kill(1)
+    except BaseException:
+        job.close()
+        raise
+    outs = _finish(job, [0, 2], 60)
+    for r, out in outs.items():
+        assert out["kind"] in ("PeerDisconnectedError", "CommTimeoutError"), out
+        assert out["text"].startswith(f"rank {r}: "), out
+        assert out["good_iters"] >= 4, "results before the kill must have been exact"
+        # kernels waiting on the dead rank end at their budget (2 simulated blocks run one after another)
+        assert out["at"] - killed < 2 * budget + 10, f"rank {r} took {out['at'] - killed:.1f} s"
+        if out["kind"] == "PeerDisconnectedError":
+            assert "peer 1 (pid" in out["text"] and "is dead" in out["text"], out
+        assert 1 in out["dead"], out

@@ -1,0 +1,71 @@
+"""Device waits nobody satisfies end within their budget, and the error names rank, peer, channel and op."""
+
+from __future__ import annotations
+
+import pytest
+
+from fault import cases
+from fault.conftest import pool
+
+BUDGET = 1.0   # PYMSCCLPP_TIMEOUT_S of the pool these tests use
+SLACK = 6.0    # simulator overhead on a loaded 2-core machine
+
+
+def _named(out: dict, rank: int, peer: int, op: str) -> str:
+    text = out["text"]
+    assert text is not None, f"no CommTimeoutError recorded: {out}"
+    assert text.startswith(f"rank {rank}: {op}"), text
+    assert f"with peer {peer}" in text and f"on channel {out['channel']}" in text, text
+    assert "timed out" in text, text
+    return text
+
+
+def test_semaphore_wait_nobody_signals_ends_at_env_budget_naming_rank_peer_channel_op():
+    out = pool(PYMSCCLPP_TIMEOUT_S=str(BUDGET)).run(cases.semaphore_wait_unsatisfied)[0]
+    assert out["timeout_s"] == BUDGET and out["timeout_ns"] == int(BUDGET * 1e9)
+    assert out["ok"] == 0, "wait() must return False when its budget runs out"
+    assert BUDGET * 0.9 <= out["elapsed"] < BUDGET + SLACK, out["elapsed"]
+    _named(out, 0, 1, "semaphore wait")
+    assert out["second"] is None, "check_device_errors must clear the error area once reported"
+
+
+def test_packet_wait_nobody_sends_ends_at_env_budget_naming_the_packet_wait():
+    out = pool(PYMSCCLPP_TIMEOUT_S=str(BUDGET)).run(cases.packet_wait_unsatisfied)[0]
+    assert out["ok"] == 0
+    # every thread of the block spins on its own packet; the first to give up records the error
+    assert BUDGET * 0.9 <= out["elapsed"] < BUDGET + SLACK, out["elapsed"]
+    text = _named(out, 0, 1, "packet wait (unpack_packets)")
+    assert "expected 12345" in text, text  # the flag it waited for
+    assert out["unchanged"], "a timed-out packet wait must not write stale packet data to its output"
+
+
+def test_port_channel_flush_with_no_proxy_running_ends_at_budget_naming_flush():
+    out = pool(PYMSCCLPP_TIMEOUT_S=str(BUDGET)).run(cases.port_flush_unsatisfied, timeout=60)[0]
+    assert out["ok"] == 0
+    assert BUDGET * 0.9 <= out["elapsed"] < BUDGET + SLACK, out["elapsed"]
+    _named(out, 0, 1, "flush")
+
+
+def test_per_communicator_timeout_s_overrides_the_environment():
+    # the pool's environment says 30 s; the communicator built with timeout_s=0.5 must give up after 0.5 s
+    out = pool().run(cases.per_communicator_budget, timeout_s=0.5)[0]
+    assert out["timeout_s"] == 0.5
+    assert 0.45 <= out["elapsed"] < 0.5 + SLACK, out["elapsed"]
+    _named(out, 0, 1, "semaphore wait")
+
+
+def test_timeout_zero_per_communicator_turns_the_budget_off_and_a_late_signal_still_arrives():
+    delay = 1.5
+    out = pool(PYMSCCLPP_TIMEOUT_S=str(BUDGET)).run(cases.per_communicator_budget, timeout_s=0, signal_after=delay,
+                                                    timeout=60)[0]
+    assert out["timeout_s"] is None and out["timeout_ns"] == 0
+    assert out["ok"] == 1 and out["text"] is None, out
+    assert out["elapsed"] >= delay * 0.9, "the wait returned before the signal was sent"
+    assert out["elapsed"] > BUDGET, "with budgets off the wait outlasted what the environment's budget allows"
+
+
+def test_env_timeout_zero_turns_device_budgets_off_and_a_late_signal_still_arrives():
+    out = pool(PYMSCCLPP_TIMEOUT_S="0").run(cases.env_budget_off_wait_satisfied_later, delay=1.2, timeout=60)[0]
+    assert out["timeout_s"] is None and out["timeout_ns"] == 0
+    assert out["ok"] == 1 and out["text"] is None, out
+    assert out["elapsed"] >= 1.2 * 0.9

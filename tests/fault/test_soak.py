@@ -1,0 +1,45 @@
+"""Soak and concurrency, sized for the simulator: many checked all-reduces, flags and tokens across their
+wrap-around, and two communicators in the same processes taking turns."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from fault import cases
+from fault.conftest import pool
+
+SOAK_S = float(os.environ.get("PYMSCCLPP_SOAK_S", "45"))  # GPUs: tests/fault/soak.py --iters 100000 under mpirun
+
+
+def test_soak_many_small_all_reduces_every_result_exact(record_property):
+    counts = pool().run(cases.soak, seconds=SOAK_S, timeout=SOAK_S + 120)
+    assert counts[0] == counts[1] and counts[0] >= max(8, SOAK_S), counts
+    record_property("soak_all_reduces", counts[0])
+    print(f"\nsoak: {counts[0]} all-reduces on 2 ranks in ~{SOAK_S:.0f} s, every result checked")
+
+
+def test_packet_flag_preset_near_2_pow_32_skips_zero_and_alternates_parity_across_the_wrap():
+    for seen in pool().run(cases.packet_flags_across_wrap, start=0xFFFFFFFD, rounds=5):
+        assert seen == [0xFFFFFFFE, 0xFFFFFFFF, 2, 3, 4], seen
+        assert 0 not in seen and all((a ^ b) & 1 for a, b in zip(seen, seen[1:]))
+
+
+def test_all_reduce_stays_exact_with_its_packet_flags_across_the_32_bit_wrap():
+    for seen in pool().run(cases.allreduce_flags_across_wrap, start=0xFFFFFFFD, iters=5):
+        assert seen == [0xFFFFFFFE, 0xFFFFFFFF, 2, 3, 4], seen
+
+
+@pytest.mark.parametrize("start", [2**31 - 3, 2**32 - 3, 2**63 - 3, 2**64 - 9],
+                         ids=["2^31", "2^32", "2^63", "near-2^64"])
+def test_semaphore_tokens_near_their_limit_keep_ping_pong_ordered(start):
+    # 64-bit tokens: crossing 2**64 itself takes 584 years at one signal per nanosecond (docs/reliability.md)
+    rounds = 6
+    for out in pool().run(cases.semaphore_tokens_near_limit, start=start, rounds=rounds, timeout=60):
+        assert out["bad"] == [0, 0] and out["error"] is None, out
+        assert out["inbound"] == out["expected"] == start + rounds, out
+
+
+def test_two_communicators_in_the_same_processes_alternate_collectives_correctly():
+    assert pool().run(cases.two_communicators_alternate, rounds=6, timeout=120) == [12, 12]

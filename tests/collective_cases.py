@@ -7,7 +7,6 @@ import numpy as np
 import pymscclpp  # noqa: F401
 from numba import cuda
 
-from pymscclpp.channels import reduce as red
 
 NP_OPS = {"sum": np.add, "min": np.minimum, "max": np.maximum, "prod": np.multiply}
 

@@ -12,7 +12,7 @@ import time
 import numpy as np
 from numba import cuda
 
-from pymscclpp.errors import CommTimeoutError, PymscclppError
+from pymscclpp.errors import PymscclppError
 from pymscclpp.runtime.liveness import LivenessMonitor
 
 import collective_cases as cc
@@ -43,7 +43,6 @@ def allreduce_loop_while_peer_dies(comm, report, victim: int, iters: int = 10_00
                                    dead_after: float | None = None):
     """Every rank runs checked all-reduces; the victim reports its progress and is killed mid-loop."""
     monitor = LivenessMonitor(comm.bootstrap, interval=0.2, dead_after=dead_after).start()
-    state: dict = {}
     done = 0
     try:
         report("ready")

@@ -6,7 +6,6 @@ from __future__ import annotations
 import ast
 import pathlib
 import socket
-import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 

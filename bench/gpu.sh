@@ -30,10 +30,10 @@ nvidia-smi --query-gpu=index,name,driver_version --format=csv,noheader | tee "$o
 nvidia-smi topo -m >> "$out/gpus.txt" 2>&1
 python3 -c "import numpy, numba, numba.cuda, cuda.bindings, torch; print('numpy', numpy.__version__, 'numba', numba.__version__, 'cuda.bindings', cuda.bindings.__version__, 'torch', torch.__version__, 'nccl', torch.cuda.nccl.version())" | tee -a "$out/gpus.txt"
 run primitives_tests mpirun -np "$np" python3 tests/gpu/run_primitives.py
-run primitives_bench mpirun -np "$np" python3 bench/primitives.py --json "$out/primitives.json"
+run primitives_bench mpirun -np "$np" python3 -m pymscclpp.bench --op memory_channel --json "$out/primitives.json"
 run collectives_tests mpirun -np "$np" python3 tests/gpu/run_collectives.py
 PYMSCCLPP_SOCKET_ADDR=127.0.0.1 run port_tests mpirun -np "$np" python3 tests/gpu/run_port.py
-PYMSCCLPP_SOCKET_ADDR=127.0.0.1 run port_bench mpirun -np "$np" python3 bench/port_channel.py --json "$out/port.json"
+PYMSCCLPP_SOCKET_ADDR=127.0.0.1 run port_bench mpirun -np "$np" python3 -m pymscclpp.bench --op port_channel --json "$out/port.json"
 run nccl_api_tests mpirun -np "$np" python3 tests/gpu/run_nccl_api.py
 run allreduce_graph mpirun -np "$np" python3 -m pymscclpp.bench -b 1K -e 1G -f 4 --graph --check --json "$out/allreduce_graph.json"
 run allreduce_tune_packet mpirun -np "$np" python3 -m pymscclpp.bench -b 16K -e 1M -f 2 --graph --check --algo packet_wide --json "$out/tune_packet_wide.json"
@@ -48,3 +48,4 @@ done
 run allreduce_eager mpirun -np "$np" python3 -m pymscclpp.bench -b 1K -e 1M -f 32 --eager --iters 20 --profile --json "$out/allreduce_eager.json"
 for step in ${EXTRA_STEPS:-}; do run "$step" bash -c "${!step}"; done
 echo "=== summary"; cat "$out/summary.txt"
+python3 -m pymscclpp.bench.summary "$out"

@@ -56,3 +56,20 @@ def test_cli_help_lists_every_collective():
     assert proc.returncode == 0
     for op in ["all_reduce", "all_gather", "reduce_scatter", "all_to_all", "broadcast"]:
         assert op in proc.stdout
+
+
+def test_primitive_microbenchmarks_are_ops_of_the_same_cli():
+    for op in ["memory_channel", "port_channel"]:
+        proc = subprocess.run([sys.executable, "-m", "pymscclpp.bench", "--op", op, "--help"], capture_output=True,
+                              text=True, timeout=60)
+        assert proc.returncode == 0 and "--json" in proc.stdout, proc.stderr
+
+
+def test_summary_lists_sweeps_and_microbenchmarks(tmp_path):
+    from pymscclpp.bench.summary import summarize
+    (tmp_path / "ar.json").write_text(json.dumps({"rows": [{"op": "all_reduce", "bytes": 1024, "us": 3.0,
+                                                            "nccl_us": 7.0, "speedup": 7 / 3}]}))
+    (tmp_path / "mc.json").write_text(json.dumps({"put_oneway_GBps": 280.0, "nccl_sendrecv_GBps": 310.0,
+                                                  "signal_oneway_us": 1.2, "ll16_oneway_us": 0.7}))
+    text = "\n".join(summarize(str(tmp_path)))
+    assert "all_reduce 1K us" in text and "2.33x" in text and "MemoryChannel put GB/s" in text

@@ -1,17 +1,11 @@
-"""bench/port_channel.py runs end to end on the simulator (tiny sizes): its kernels, barriers and
+"""The port_channel microbenchmark (pymscclpp/bench/port_channel.py) runs end to end on the simulator (tiny sizes): its kernels, barriers and
 signal counts line up, so the GPU run cannot hang or crash on the bench's own logic."""
 
 from __future__ import annotations
 
-import os
-import sys
-
 import pytest
 
 from rankpool import RankPool
-
-_BENCH = os.path.join(os.path.dirname(__file__), "..", "bench")
-
 
 class _World:
     def __init__(self, comm):
@@ -22,8 +16,7 @@ class _World:
 
 
 def _run_bench(comm, state, transport):
-    sys.path.insert(0, _BENCH)
-    import port_channel as bench
+    import pymscclpp.bench.port_channel as bench
     return bench.measure(comm, _World(comm), transport, 1 << 14, 1, 20, lat_iters=3, bw_total=1 << 15)
 
 

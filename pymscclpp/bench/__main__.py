@@ -24,11 +24,22 @@ def parse_size(text: str) -> int:
     return int(text)
 
 
+MICRO = {"memory_channel": "memory_channel", "port_channel": "port_channel"}
+
+
 def main(argv=None) -> int:
+    argv = sys.argv[1:] if argv is None else list(argv)
+    if len(argv) >= 2 and argv[0] == "--op" and argv[1] in MICRO:  # Primitive API microbenchmarks
+        import importlib
+        importlib.import_module(f".{MICRO[argv[1]]}", __package__).main(argv[2:])
+        return 0
     ap = argparse.ArgumentParser(prog="python -m pymscclpp.bench", description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--op", default="all_reduce",
-                    choices=["all_reduce", "all_gather", "reduce_scatter", "all_to_all", "broadcast"])
+                    choices=["all_reduce", "all_gather", "reduce_scatter", "all_to_all", "broadcast", *MICRO],
+                    help="a collective, or a Primitive API microbenchmark (memory_channel: put/get bandwidth, "
+                         "signal and LL packet ping-pong; port_channel: proxy put bandwidth and latency), which "
+                         "takes its own options after --op NAME")
     ap.add_argument("-b", "--minbytes", type=parse_size, default=parse_size("1K"))
     ap.add_argument("-e", "--maxbytes", type=parse_size, default=parse_size("64M"))
     ap.add_argument("-f", "--stepfactor", type=int, default=4)

@@ -12,7 +12,6 @@ import types as pytypes
 
 os.environ["PYMSCCLPP_BACKEND"] = "compile"
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
-sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "bench"))
 
 import pymscclpp  # noqa: E402,F401
 import numba.cuda.dispatcher as _dispatcher  # noqa: E402
@@ -23,7 +22,7 @@ _dispatcher.get_current_device = lambda: pytypes.SimpleNamespace(compute_capabil
 
 import channel_cases  # noqa: E402
 import test_reduce  # noqa: E402
-import primitives as bench  # noqa: E402
+import pymscclpp.bench.memory_channel as bench  # noqa: E402
 from pymscclpp.algos import allreduce_kernels as ark  # noqa: E402
 from pymscclpp.algos import allgather_kernels as agk  # noqa: E402
 from pymscclpp.algos import broadcast_kernels as bck  # noqa: E402

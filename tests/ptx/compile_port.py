@@ -13,7 +13,6 @@ import types as pytypes
 
 os.environ["PYMSCCLPP_BACKEND"] = "compile"
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
-sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "bench"))
 
 import pymscclpp  # noqa: E402,F401
 import numba.cuda.dispatcher as _dispatcher  # noqa: E402
@@ -22,7 +21,7 @@ from numba import cuda, types  # noqa: E402
 _dispatcher.get_current_device = lambda: pytypes.SimpleNamespace(compute_capability=(9, 0))
 
 import port_cases  # noqa: E402
-import port_channel as bench  # noqa: E402
+import pymscclpp.bench.port_channel as bench  # noqa: E402
 from pymscclpp.channels.port_channel import PortChannelHandle  # noqa: E402
 
 U64, I64, I32 = (types.Array(t, 1, "C") for t in (types.uint64, types.int64, types.int32))

@@ -1,6 +1,6 @@
 """Primitive API microbenchmarks on 2 GPUs, with NCCL (through torch) timed in the same run.
 
-``mpirun -np 2 python bench/primitives.py [--json FILE]``. Measures MemoryChannel put bandwidth
+``mpirun -np 2 python python -m pymscclpp.bench --op memory_channel [--json FILE]``. Measures MemoryChannel put bandwidth
 (one direction and both at once), signal/wait ping-pong and LL16/LL8 packet ping-pong one-way
 latency (many round trips inside one kernel, so launch cost is excluded), and NCCL send/recv
 bandwidth and a 1-element send/recv ping-pong as the reference. Median of repeated timings.
@@ -141,14 +141,14 @@ def nccl_reference(rank: int, nbytes: int, reps: int) -> dict:
     return {"nccl_sendrecv_GBps": nbytes / bw_ms / 1e6, "nccl_pingpong_oneway_us": pp_ms * 1e3 / (2 * iters)}
 
 
-def main() -> None:
+def main(argv=None) -> None:
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--bytes", type=int, default=128 << 20)
     ap.add_argument("--reps", type=int, default=20)
     ap.add_argument("--blocks", type=int, default=132)
     ap.add_argument("--threads", type=int, default=1024)
     ap.add_argument("--json")
-    args = ap.parse_args()
+    args = ap.parse_args(argv)
     world = MPI.COMM_WORLD
     comm = Communicator.from_mpi(world)
     if comm.size != 2:

@@ -59,16 +59,7 @@ class Communicator(_RuntimeCommunicator):
             self._nccl("all_reduce", exc, send.dtype, op).all_reduce(
                 send.ptr, recv.ptr, send.count, send.dtype, op, stream_handle(stream, sendbuf, self.device))
             return
-        if send.nbytes == 0:
-            return
-        out = sendbuf if recvbuf is None else recvbuf
-        handle = stream_handle(stream, sendbuf, self.device)
-        if self.size == 1:
-            if recv.ptr != send.ptr:
-                bytes_view(out, recv).copy_to_device(bytes_view(sendbuf, send), stream=as_numba_stream(stream))
-            return
-        impl = selector.choose(self, "all_reduce", send.nbytes, algo)
-        impl.launch(self._device_bytes(sendbuf, send), self._device_bytes(out, recv), send.nbytes, kind, code, handle)
+        self._run("all_reduce", algo, send.nbytes, send.nbytes, sendbuf, send, recvbuf, recv, stream, kind, code)
 
     def all_gather(self, sendbuf, recvbuf, stream=None, algo: str | None = None) -> None:
         """Gather every rank's ``sendbuf`` into ``recvbuf`` (``size`` slots, rank r's at slot r); in place when

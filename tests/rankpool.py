@@ -88,3 +88,23 @@ class RankPool:
             if p.is_alive():
                 p.kill()
                 p.join()
+
+
+class PoolCache:
+    """Rank pools made on first use, one per rank count, sharing one environment; ``close()`` ends them all.
+
+    A test module keeps one and closes it in a module fixture, so its tests reuse warm rank processes."""
+
+    def __init__(self, env: dict | None = None):
+        self.env = env or {}
+        self.pools: dict[int, RankPool] = {}
+
+    def __call__(self, size: int) -> RankPool:
+        if size not in self.pools:
+            self.pools[size] = RankPool(size, env=self.env)
+        return self.pools[size]
+
+    def close(self) -> None:
+        for p in self.pools.values():
+            p.close()
+        self.pools.clear()

@@ -7,23 +7,15 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import collective_cases as cases
-from rankpool import RankPool
+from rankpool import PoolCache
 
-_pools: dict[int, RankPool] = {}
-
-
-def pool(size: int) -> RankPool:
-    if size not in _pools:
-        _pools[size] = RankPool(size, env={"PYMSCCLPP_TIMEOUT_S": "30"})
-    return _pools[size]
+pool = PoolCache(env={"PYMSCCLPP_TIMEOUT_S": "30"})
 
 
 @pytest.fixture(scope="module", autouse=True)
 def _close_pools():
     yield
-    for p in _pools.values():
-        p.close()
-    _pools.clear()
+    pool.close()
 
 
 DTYPES = ["float32", "float16", "int32", "uint8"]

@@ -11,24 +11,18 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import channel_cases as cases
-from rankpool import RankPool
+from rankpool import PoolCache
 
 RANK_COUNTS = (2, 3, 4)
-_pools: dict[int, RankPool] = {}
 
 
-def pool(size: int) -> RankPool:
-    if size not in _pools:
-        _pools[size] = RankPool(size, env={"PYMSCCLPP_TIMEOUT_S": "30"})
-    return _pools[size]
+pool = PoolCache(env={"PYMSCCLPP_TIMEOUT_S": "30"})
 
 
 @pytest.fixture(scope="module", autouse=True)
 def _close_pools():
     yield
-    for p in _pools.values():
-        p.close()
-    _pools.clear()
+    pool.close()
 
 
 _SETTINGS = settings(max_examples=6, deadline=None, suppress_health_check=list(HealthCheck))

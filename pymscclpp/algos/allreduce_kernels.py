@@ -23,7 +23,7 @@ def _peer_index(r, rank):
 
 
 @cuda.jit
-def allreduce_packets(chans, inp, out, scratch, flags, nbytes, slot_bytes, kind, op, rank, nranks):
+def allreduce_packets(chans, inp, out, scratch, flags, nbytes, slot_bytes, rank, nranks, kind, op):
     """LL16 one-shot all-reduce: latency of one packet hop; 2 bytes moved per data byte."""
     tid, nt = cuda.threadIdx.x, cuda.blockDim.x
     b, nb = cuda.blockIdx.x, cuda.gridDim.x
@@ -44,7 +44,7 @@ def allreduce_packets(chans, inp, out, scratch, flags, nbytes, slot_bytes, kind,
 
 
 @cuda.jit
-def allreduce_simple(chans, inp, out, scratch, flags, nbytes, round_bytes, kind, op, rank, nranks):
+def allreduce_simple(chans, inp, out, scratch, flags, nbytes, round_bytes, rank, nranks, kind, op):
     """One-shot all-reduce with signals: put slices, one signal/wait per block and peer, reduce; in rounds
     of ``round_bytes`` so scratch stays bounded. Each block owns its semaphore index and its slice.
     Needs ``nranks >= 2`` (one rank is a copy)."""

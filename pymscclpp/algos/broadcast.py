@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from . import broadcast_kernels as k
-from .allgather import OneShot
+from .oneshot import OneShot
 
 
 class Broadcast(OneShot):

@@ -13,7 +13,7 @@ import os
 from ..errors import InvalidUsageError
 from ..runtime.backend import IS_SIM
 from .allgather import AllGather
-from .allreduce import PacketAllReduce, SimpleAllReduce
+from .allreduce import AllReduce
 from .alltoall import AllToAll
 from .broadcast import Broadcast
 from .reducescatter import ReduceScatter
@@ -31,13 +31,12 @@ def _factories(comm) -> dict:
     """Algorithm builders by (collective, name); the simulator runs few, small blocks."""
     sim = IS_SIM
     factories = {
-        ("all_reduce", "packet"): lambda: PacketAllReduce(comm, _PACKET_MAX, *((2, 32) if sim else (16, 256))),
-        ("all_reduce", "packet_wide"): lambda: PacketAllReduce(comm, _PACKET_MAX, *((2, 32) if sim else (64, 512))),
-        ("all_reduce", "simple"): lambda: SimpleAllReduce(comm, (1 << 16) if sim else (32 << 20),
-                                                           *((2, 32) if sim else (128, 512))),
+        ("all_reduce", "packet"): lambda: AllReduce.packet(comm, _PACKET_MAX, *((2, 32) if sim else (16, 256))),
+        ("all_reduce", "packet_wide"): lambda: AllReduce.packet(comm, _PACKET_MAX, *((2, 32) if sim else (64, 512))),
     }
-    for name, cls in _ONE_SHOT.items():
-        factories[(name, "packet")] = lambda cls=cls: cls.packet(comm, _PACKET_MAX, *((2, 32) if sim else (64, 512)))
+    for name, cls in {"all_reduce": AllReduce, **_ONE_SHOT}.items():
+        factories.setdefault((name, "packet"), lambda cls=cls: cls.packet(comm, _PACKET_MAX,
+                                                                          *((2, 32) if sim else (64, 512))))
         factories[(name, "simple")] = lambda cls=cls: cls.simple(comm, (1 << 16) if sim else (32 << 20),
                                                                  *((2, 32) if sim else (128, 512)))
     return factories

@@ -66,10 +66,25 @@ def _c_contiguous(shape, strides, itemsize) -> bool:
 def _sim_array(obj) -> np.ndarray:
     if isinstance(obj, FakeCUDAArray):
         return obj._ary
+    if type(obj).__module__.split(".")[0] == "torch" and hasattr(obj, "data_ptr"):
+        return _sim_torch_array(obj)
     if isinstance(obj, np.ndarray):
         raise InvalidUsageError("expected device memory, got a NumPy array (host memory); "
                                 "copy it to the device first (numba.cuda.to_device or pymscclpp.alloc)")
     raise InvalidUsageError(f"expected a device array, got {type(obj).__name__}")
+
+
+def _sim_torch_array(t) -> np.ndarray:
+    """The memory of a CPU torch tensor as a NumPy array: under the simulator, CPU tensors stand in for CUDA ones
+    (enough for collectives on user buffers; memory shared with peers must still come from ``alloc``)."""
+    if t.device.type != "cpu":
+        raise InvalidUsageError(f"under the simulator, torch tensors must be on the CPU, got one on {t.device}")
+    t = t.detach()
+    if str(t.dtype) == "torch.bfloat16":  # NumPy has no bfloat16: view the bits through ml_dtypes'
+        import ml_dtypes
+        import torch
+        return t.view(torch.int16).numpy().view(ml_dtypes.bfloat16)
+    return t.numpy()
 
 
 def buffer_info(obj, device: int | None = None) -> BufferInfo:

@@ -17,25 +17,19 @@ from executor import cases, oracle
 from executor.programs import FEATURE_PROGRAMS
 from pymscclpp.executor import ExecutionPlan
 from pymscclpp.language.programs import PROGRAMS
-from rankpool import RankPool
+from rankpool import PoolCache
 
-_pools: dict[int, RankPool] = {}
 _dir = tempfile.mkdtemp(prefix="pymscclpp-executor-cases-")
 _ENV = {"PYMSCCLPP_TIMEOUT_S": "30", "PYMSCCLPP_CACHE_DIR": os.path.join(_dir, "cache")}
 
 
-def pool(size: int) -> RankPool:
-    if size not in _pools:
-        _pools[size] = RankPool(size, env=_ENV)
-    return _pools[size]
+pool = PoolCache(env=_ENV)
 
 
 @pytest.fixture(scope="module", autouse=True)
 def _close_pools():
     yield
-    for p in _pools.values():
-        p.close()
-    _pools.clear()
+    pool.close()
 
 
 def run(plan: dict, size: int, dtype: str, count: int, seed: int, op: str = "sum", executions: int = 2, **kw) -> bool:

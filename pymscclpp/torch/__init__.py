@@ -1,0 +1,17 @@
+"""PyTorch integration: ``import pymscclpp.torch`` registers the ``"mscclpp"`` torch.distributed backend.
+
+Needs the optional extra ``pip install pymscclpp[torch]``; the core package never imports torch.
+"""
+
+from __future__ import annotations
+
+try:
+    import torch as _torch  # noqa: F401 (absolute: the real torch, not this package)
+except ImportError as _exc:
+    raise ImportError("pymscclpp.torch needs PyTorch: pip install 'pymscclpp[torch]'") from _exc
+
+from pymscclpp.torch.backend import FORWARDED, MscclppProcessGroup, communicator_from_store, register
+
+register()
+
+__all__ = ["FORWARDED", "MscclppProcessGroup", "communicator_from_store", "register"]

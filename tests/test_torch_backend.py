@@ -142,7 +142,8 @@ def test_backend_unserved_calls_raise_clear_error_without_nccl():
         for name in ("barrier", "avg", "float64", "uneven all_to_all"):
             assert "needs NCCL" in messages[name] and "simulator" in messages[name], messages[name]
         assert "torch.distributed barrier" in messages["barrier"]
-        assert "torch.distributed allreduce" in messages["avg"]
+        assert "torch.distributed all_reduce" in messages["avg"] and "SUM, MIN, MAX, PRODUCT" in messages["avg"]
+        assert "float32" in messages["float64"] and "uneven split sizes" in messages["uneven all_to_all"]
         assert "send" in messages["send"] or "recv" in messages["send"]
         assert "not contiguous" in messages["non-contiguous"]
 

@@ -27,6 +27,7 @@ FORWARDED = ("allreduce_coalesced", "allgather", "allgather_coalesced", "allgath
 SERVED = ("all_reduce", "all_gather_into_tensor", "reduce_scatter_tensor", "broadcast", "all_to_all_single")
 _R = dist.ReduceOp.RedOpType
 _OPS = {_R.SUM: "sum", _R.MIN: "min", _R.MAX: "max", _R.PRODUCT: "prod"}  # ops our algorithms serve
+_UNREDUCED = f"pymscclpp reduces only SUM, MIN, MAX, PRODUCT of {', '.join(DTYPE_KINDS)}"
 
 
 def communicator_from_store(store: dist.Store, rank: int, size: int, key: str = "pymscclpp/uid") -> Communicator:
@@ -82,7 +83,7 @@ class MscclppProcessGroup(dist.ProcessGroup):
         tensor = _single(tensors, "all_reduce")
         op = _op_name(tensor, opts.reduceOp)
         if op is None:
-            return self._forward("allreduce", tensors, opts)
+            return self._fallback_group("all_reduce", _UNREDUCED).allreduce(tensors, opts)
         self.comm.all_reduce(tensor, op=op)
         return _done(tensors)
 
@@ -95,7 +96,7 @@ class MscclppProcessGroup(dist.ProcessGroup):
         """dist.reduce_scatter_tensor / reduce_scatter_single."""
         op = _op_name(input, opts.reduceOp)
         if op is None:
-            return self._forward("reduce_scatter_single", output, input, opts)
+            return self._fallback_group("reduce_scatter_tensor", _UNREDUCED).reduce_scatter_single(output, input, opts)
         self.comm.reduce_scatter(input, output, op=op)
         return _done([output])
 
@@ -108,20 +109,20 @@ class MscclppProcessGroup(dist.ProcessGroup):
                           input_split_sizes: list, opts) -> dist.Work:
         """dist.all_to_all_single; uneven split sizes go to the fallback group."""
         if not (_even(output_split_sizes, output, self.size()) and _even(input_split_sizes, input, self.size())):
-            return self._forward("all_to_all_single", output, input, output_split_sizes, input_split_sizes, opts)
+            return self._fallback_group("all_to_all_single", "uneven split sizes").all_to_all_single(
+                output, input, output_split_sizes, input_split_sizes, opts)
         self.comm.all_to_all(input, output)
         return _done([output])
 
-    def _forward(self, name: str, *args) -> dist.Work:
-        return getattr(self._fallback_group(name), name)(*args)
+    def _forward(self, name: str, *args, **kwargs) -> dist.Work:
+        return getattr(self._fallback_group(name, f"pymscclpp serves only {', '.join(SERVED)}"), name)(*args, **kwargs)
 
-    def _fallback_group(self, what: str) -> dist.ProcessGroup:
-        """The process group serving what pymscclpp does not, made on first use (every rank makes the same calls)."""
+    def _fallback_group(self, what: str, why: str) -> dist.ProcessGroup:
+        """The group serving ``what`` (pymscclpp does not: ``why``), made on first use (every rank makes the same calls)."""
         if self._fallback is None:
             kind = os.environ.get(FALLBACK_ENV, "none" if IS_SIM else "nccl").strip().lower()
             if kind == "none" or (kind == "nccl" and not dist.is_nccl_available()):
-                raise nccl_fallback.missing(f"torch.distributed {what} on the mscclpp backend",
-                                            f"pymscclpp serves only {', '.join(SERVED)}")
+                raise nccl_fallback.missing(f"torch.distributed {what} on the mscclpp backend", why)
             self._fallback = _fallback_group(kind, self._store, self.rank(), self.size(), self._timeout)
         return self._fallback
 
@@ -134,8 +135,8 @@ class MscclppProcessGroup(dist.ProcessGroup):
 
 
 def _forwarder(name: str):
-    def forward(self: MscclppProcessGroup, *args):
-        return self._forward(name, *args)
+    def forward(self: MscclppProcessGroup, *args, **kwargs):
+        return self._forward(name, *args, **kwargs)
     forward.__name__ = forward.__qualname__ = name
     forward.__doc__ = f"``{name}`` on the fallback process group."
     return forward

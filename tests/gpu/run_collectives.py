@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import os
 import sys
-import traceback
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 
@@ -13,6 +12,7 @@ from mpi4py import MPI  # noqa: E402
 
 import pymscclpp  # noqa: E402
 import collective_cases as cases  # noqa: E402
+from gpu.runner import run_cases  # noqa: E402
 
 
 def _other_collectives(rng, size: int) -> list:
@@ -59,20 +59,7 @@ def main() -> int:
     for case in ["size", "dtype", "host", "op"]:
         plan.append((cases.bad_input, dict(case=case)))
     plan += _other_collectives(rng, comm.size)
-    failures = 0
-    for fn, params in plan:
-        try:
-            fn(comm, {}, **params)
-            ok = True
-        except Exception:
-            ok = False
-            traceback.print_exc()
-        all_ok = MPI.COMM_WORLD.allreduce(int(ok), op=MPI.MIN)
-        failures += 0 if all_ok else 1
-        if comm.rank == 0:
-            print(f"{'PASS' if all_ok else 'FAIL'} {fn.__name__} {params}", flush=True)
-    if comm.rank == 0:
-        print(f"gpu collectives: {len(plan)} cases, {failures} failed", flush=True)
+    failures = run_cases(comm, plan, "gpu collectives")
     comm.close()
     return 1 if failures else 0
 

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import os
 import sys
-import traceback
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 
@@ -17,6 +16,7 @@ from mpi4py import MPI  # noqa: E402
 
 import pymscclpp  # noqa: E402,F401
 import channel_cases as cases  # noqa: E402
+from gpu.runner import run_cases  # noqa: E402
 from pymscclpp.runtime.communicator import Communicator  # noqa: E402
 
 
@@ -35,23 +35,7 @@ def main() -> int:
                                                  seed=i, ll8=bool(i % 2), rounds=3,
                                                  nthreads=int(rng.choice([32, 256])))))
     plan.append((cases.wait_times_out, {}))
-    state: dict = {}
-    failures = 0
-    for fn, params in plan:
-        try:
-            fn(comm, state, **params)
-            ok = True
-        except Exception:
-            ok = False
-            traceback.print_exc()
-        all_ok = MPI.COMM_WORLD.allreduce(int(ok), op=MPI.MIN)
-        failures += 0 if all_ok else 1
-        if comm.rank == 0:
-            print(f"{'PASS' if all_ok else 'FAIL'} {fn.__name__} {params}", flush=True)
-        if not all_ok:
-            break
-    if comm.rank == 0:
-        print(f"gpu primitives: {len(plan)} cases, {failures} failed", flush=True)
+    failures = run_cases(comm, plan, "gpu primitives", stop_on_failure=True)
     comm.close()
     return 1 if failures else 0
 

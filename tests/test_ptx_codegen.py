@@ -1,27 +1,13 @@
 """Device code compiles for the GPU (sm_90 PTX) with the memory-ordering instructions it relies on."""
 
-import os
-import subprocess
-import sys
-from pathlib import Path
-
 import pytest
 
-SCRIPT = Path(__file__).parent / "ptx" / "compile_all.py"
+from ptx.counts import ptx_counts as _ptx_counts
 
 
 @pytest.fixture(scope="module")
 def ptx_counts():
-    env = {k: v for k, v in os.environ.items() if k != "NUMBA_ENABLE_CUDASIM"}
-    proc = subprocess.run([sys.executable, str(SCRIPT)], env=env, capture_output=True, text=True, timeout=300)
-    if proc.returncode != 0 and "libnvvm" in proc.stderr.lower() + proc.stdout.lower():
-        pytest.skip("NVVM is not installed (pip install nvidia-nvvm)")
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    counts = {}
-    for line in proc.stdout.splitlines():
-        kernel, pattern, count = line.split(" ")
-        counts[kernel, pattern] = int(count)
-    return counts
+    return _ptx_counts("compile_all.py")
 
 
 def test_put_uses_16_byte_vector_loads_and_stores(ptx_counts):

@@ -74,7 +74,8 @@ def _five_collectives(dist, store, rank: int, size: int) -> None:
     want = sum(torch.arange(12, dtype=torch.float32) + 100 * r for r in range(size))
     dist.all_reduce(x)
     assert torch.equal(x, want)
-    for op, want in ((dist.ReduceOp.MIN, torch.arange(12.0)), (dist.ReduceOp.MAX, torch.arange(12.0) + 100 * (size - 1))):
+    top = torch.arange(12.0) + 100 * (size - 1)
+    for op, want in ((dist.ReduceOp.MIN, torch.arange(12.0)), (dist.ReduceOp.MAX, top)):
         y = torch.arange(12, dtype=torch.float32) + 100 * rank
         dist.all_reduce(y, op=op)
         assert torch.equal(y, want), (op, y)

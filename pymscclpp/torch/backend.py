@@ -118,7 +118,7 @@ class MscclppProcessGroup(dist.ProcessGroup):
         return getattr(self._fallback_group(name, f"pymscclpp serves only {', '.join(SERVED)}"), name)(*args, **kwargs)
 
     def _fallback_group(self, what: str, why: str) -> dist.ProcessGroup:
-        """The group serving ``what`` (pymscclpp does not: ``why``), made on first use (every rank makes the same calls)."""
+        """The group serving ``what`` (pymscclpp does not: ``why``), made on first use by every rank."""
         if self._fallback is None:
             kind = os.environ.get(FALLBACK_ENV, "none" if IS_SIM else "nccl").strip().lower()
             if kind == "none" or (kind == "nccl" and not dist.is_nccl_available()):

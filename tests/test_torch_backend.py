@@ -187,3 +187,18 @@ def test_pymscclpp_imports_without_torch_and_pymscclpp_torch_names_the_extra():
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=120)
     assert done.returncode == 0, done.stderr
     assert "pymscclpp[torch]" in done.stdout
+
+
+def _new_group(dist, store, rank: int, size: int) -> None:
+    import torch
+    dist.init_process_group("gloo", store=store, rank=rank, world_size=size)
+    group = dist.new_group(backend="mscclpp")
+    assert dist.get_backend(group) == "mscclpp"
+    t = torch.full((9,), float(rank + 1), dtype=torch.bfloat16)
+    dist.all_reduce(t, group=group)
+    assert torch.equal(t, torch.full((9,), 3.0, dtype=torch.bfloat16))
+    dist.destroy_process_group()
+
+
+def test_backend_serves_a_group_made_by_new_group_beside_another_backend():
+    _run(_new_group)

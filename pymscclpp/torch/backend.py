@@ -115,7 +115,8 @@ class MscclppProcessGroup(dist.ProcessGroup):
         return _done([output])
 
     def _forward(self, name: str, *args, **kwargs) -> dist.Work:
-        return getattr(self._fallback_group(name, f"pymscclpp serves only {', '.join(SERVED)}"), name)(*args, **kwargs)
+        group = self._fallback_group(name, f"pymscclpp serves only {', '.join(SERVED)}")
+        return getattr(group, name)(*args, **kwargs)
 
     def _fallback_group(self, what: str, why: str) -> dist.ProcessGroup:
         """The group serving ``what`` (pymscclpp does not: ``why``), made on first use by every rank."""

@@ -21,3 +21,15 @@ def test_oneshot_allreduce_example_sums_across_ranks(ranks):
                           env=env, capture_output=True, text=True, timeout=180)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert proc.stdout.count("one-shot all-reduce of 1000 floats OK") == ranks, proc.stdout
+
+
+@pytest.mark.mpi
+@pytest.mark.parametrize("ranks", [2, 3])
+def test_collectives_demo_checks_every_collective(ranks):
+    if not MPIEXEC.exists():
+        pytest.skip(f"no mpiexec next to {sys.executable} (pip install mpich)")
+    env = {**os.environ, "PYMSCCLPP_BACKEND": "sim", "PYTHONPATH": str(ROOT)}
+    proc = subprocess.run([str(MPIEXEC), "-n", str(ranks), sys.executable, str(ROOT / "examples" / "collectives_demo.py")],
+                          env=env, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert proc.stdout.count("all_reduce, all_gather, reduce_scatter(max), all_to_all, broadcast OK") == ranks

@@ -1,6 +1,5 @@
-"""All-gather and all-to-all kernels (one exchange, a per-peer send stride apart), and the block helpers every
-one-shot collective shares. ``chans[j]`` is the channel to the j-th peer in rank order: its ``dst`` is that
-peer's scratch, ``scratch`` our own. Scratch halves alternate by per-block flag parity.
+"""All-gather and all-to-all kernels: one exchange, a per-peer send stride apart. ``chans[j]`` is the channel
+to the j-th peer in rank order: its ``dst`` is that peer's scratch, ``scratch`` our own.
 """
 
 from __future__ import annotations
@@ -10,66 +9,7 @@ from numba import cuda
 from ..channels import memory_channel as mc
 from ..channels import primitives as prim
 from ..channels.device_errors import OP_PACKET
-from ..channels.ptx import address_of
-
-
-@cuda.jit(device=True)
-def peer_rank(j, rank):
-    """Rank of the j-th peer (``chans[j]``)."""
-    return j if j < rank else j + 1
-
-
-@cuda.jit(device=True)
-def peer_index(r, rank):
-    """Index into ``chans`` of rank ``r`` (which is not ``rank``)."""
-    return r if r < rank else r - 1
-
-
-@cuda.jit(device=True)
-def packet_share(nbytes):
-    """(first byte, byte count) of the calling block's share of ``nbytes`` in whole LL16 packets; count <= 0: none."""
-    nb = cuda.gridDim.x
-    npkt = (nbytes + prim.LL16_DATA - 1) // prim.LL16_DATA
-    per = (npkt + nb - 1) // nb
-    lo = min(cuda.blockIdx.x * per, npkt) * prim.LL16_DATA
-    return lo, min(per * prim.LL16_DATA, nbytes - lo)
-
-
-@cuda.jit(device=True)
-def round_share(nbytes, round_bytes, rd):
-    """(first byte within round ``rd``, byte count) of the calling block: the same 16-byte-aligned slice every
-    round of a call (a short last round ends early), so block b only touches scratch block b of a peer reads."""
-    nb = cuda.gridDim.x
-    r_n = min(round_bytes, nbytes - rd * round_bytes)
-    per = ((min(nbytes, round_bytes) + nb - 1) // nb + 15) // 16 * 16
-    lo = min(cuda.blockIdx.x * per, r_n)
-    return lo, min(per, r_n - lo)
-
-
-@cuda.jit(device=True)
-def copy_unless_same(dst, dst_off, src, src_off, nbytes, tid, nthreads):
-    """``copy_bytes``, skipped when source and destination are the same memory (in place)."""
-    if address_of(dst, dst_off) != address_of(src, src_off):
-        prim.copy_bytes(dst, dst_off, src, src_off, nbytes, tid, nthreads)
-
-
-@cuda.jit(device=True)
-def signal_and_wait_all(chans, nranks):
-    """After the block's puts: signal every peer on the block's semaphore, then wait for every peer's signal."""
-    cuda.syncthreads()
-    tid = cuda.threadIdx.x
-    if tid < nranks - 1:
-        mc.signal(chans[tid], cuda.blockIdx.x)
-        mc.wait(chans[tid], cuda.blockIdx.x)
-    cuda.syncthreads()
-
-
-@cuda.jit(device=True)
-def end_round(flags, flag):
-    """Store the block's flag once all its threads are done; the next round reads it."""
-    cuda.syncthreads()
-    mc.packet_flag_end(flags, flag)
-    cuda.syncthreads()
+from .blocks import copy_unless_same, end_round, packet_share, peer_rank, round_share, signal_and_wait_all
 
 
 @cuda.jit

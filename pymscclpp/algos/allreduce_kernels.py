@@ -14,33 +14,23 @@ from ..channels import memory_channel as mc
 from ..channels import primitives as prim
 from ..channels import reduce as red
 from ..channels.device_errors import OP_PACKET
-
-
-@cuda.jit(device=True)
-def _peer_index(r, rank):
-    """Index into ``chans`` of rank ``r`` (which is not ``rank``)."""
-    return r if r < rank else r - 1
+from .blocks import end_round, packet_share, round_share, signal_and_wait_all
 
 
 @cuda.jit
 def allreduce_packets(chans, inp, out, scratch, flags, nbytes, slot_bytes, rank, nranks, kind, op):
     """LL16 one-shot all-reduce: latency of one packet hop; 2 bytes moved per data byte."""
     tid, nt = cuda.threadIdx.x, cuda.blockDim.x
-    b, nb = cuda.blockIdx.x, cuda.gridDim.x
     flag = mc.packet_flag_begin(flags)
     half = (flag % 2) * nranks * slot_bytes
-    npkt = (nbytes + prim.LL16_DATA - 1) // prim.LL16_DATA
-    per = (npkt + nb - 1) // nb
-    lo = min(b * per, npkt) * prim.LL16_DATA
-    n = min(per * prim.LL16_DATA, nbytes - lo)
+    lo, n = packet_share(nbytes)
     if n > 0:
         for j in range(nranks - 1):
             prim.put_packets_ll16(chans[j].dst, half + rank * slot_bytes + lo * 2, inp, lo, n, tid, nt, flag)
         ch = chans[0]
         red.reduce_packets_ll16(out, lo, inp, lo, rank, scratch, half + lo * 2, slot_bytes, nranks, n, tid, nt,
                                 flag, kind, op, ch.timeout_ns, ch.err, ch.rank, ch.channel, OP_PACKET)
-    cuda.syncthreads()
-    mc.packet_flag_end(flags, flag)
+    end_round(flags, flag)
 
 
 @cuda.jit
@@ -49,44 +39,30 @@ def allreduce_simple(chans, inp, out, scratch, flags, nbytes, round_bytes, rank,
     of ``round_bytes`` so scratch stays bounded. Each block owns its semaphore index and its slice.
     Needs ``nranks >= 2`` (one rank is a copy)."""
     tid, nt = cuda.threadIdx.x, cuda.blockDim.x
-    b, nb = cuda.blockIdx.x, cuda.gridDim.x
-    itemsize = red.itemsize_of(kind)
-    nrounds = (nbytes + round_bytes - 1) // round_bytes
-    for rd in range(nrounds):
+    for rd in range((nbytes + round_bytes - 1) // round_bytes):
         flag = mc.packet_flag_begin(flags)
         half = (flag % 2) * nranks * round_bytes
-        r_lo = rd * round_bytes
-        r_n = min(round_bytes, nbytes - r_lo)
-        # the same slice every round of a call (a short last round just ends early): block b only ever
-        # touches scratch that block b of the peer reads, which their signals order
-        per = ((min(nbytes, round_bytes) + nb - 1) // nb + 15) // 16 * 16
-        lo = min(b * per, r_n)
-        n = min(per, r_n - lo)
-        n -= n % itemsize
+        lo, n = round_share(nbytes, round_bytes, rd)
+        at = rd * round_bytes + lo
         for j in range(nranks - 1):
-            prim.copy_bytes(chans[j].dst, half + rank * round_bytes + lo, inp, r_lo + lo, n, tid, nt)
+            prim.copy_bytes(chans[j].dst, half + rank * round_bytes + lo, inp, at, n, tid, nt)
         if rank >= 2:  # our data is read after pass 1 has written ``out``, which may alias ``inp``
-            prim.copy_bytes(scratch, half + rank * round_bytes + lo, inp, r_lo + lo, n, tid, nt)
-        cuda.syncthreads()
-        if tid < nranks - 1:
-            mc.signal(chans[tid], b)
-            mc.wait(chans[tid], b)
-        cuda.syncthreads()
+            prim.copy_bytes(scratch, half + rank * round_bytes + lo, inp, at, n, tid, nt)
+        signal_and_wait_all(chans, nranks)
         first = scratch
         first_off = half + lo
         if rank == 0:
             first = inp
-            first_off = r_lo + lo
+            first_off = at
         for r in range(1, nranks):
             src = scratch
             src_off = half + r * round_bytes + lo
             if r == rank and r == 1:
                 src = inp
-                src_off = r_lo + lo
+                src_off = at
             if r == 1:
-                red.reduce_bytes(out, r_lo + lo, first, first_off, src, src_off, n, tid, nt, kind, op)
+                red.reduce_bytes(out, at, first, first_off, src, src_off, n, tid, nt, kind, op)
             else:
-                red.reduce_bytes(out, r_lo + lo, out, r_lo + lo, src, src_off, n, tid, nt, kind, op)
+                red.reduce_bytes(out, at, out, at, src, src_off, n, tid, nt, kind, op)
             cuda.syncthreads()
-        mc.packet_flag_end(flags, flag)
-        cuda.syncthreads()  # the next round reads the flag thread 0 just stored
+        end_round(flags, flag)

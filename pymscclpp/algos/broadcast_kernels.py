@@ -10,7 +10,7 @@ from numba import cuda
 from ..channels import memory_channel as mc
 from ..channels import primitives as prim
 from ..channels.device_errors import OP_PACKET
-from .allgather_kernels import copy_unless_same, end_round, packet_share, peer_index, round_share
+from .blocks import copy_unless_same, end_round, packet_share, peer_index, round_share
 
 
 @cuda.jit

@@ -11,7 +11,7 @@ from ..channels import memory_channel as mc
 from ..channels import primitives as prim
 from ..channels import reduce as red
 from ..channels.device_errors import OP_PACKET
-from .allgather_kernels import end_round, packet_share, peer_rank, round_share, signal_and_wait_all
+from .blocks import end_round, packet_share, peer_rank, round_share, signal_and_wait_all
 
 
 @cuda.jit

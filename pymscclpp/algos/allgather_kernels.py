@@ -9,7 +9,8 @@ from numba import cuda
 from ..channels import memory_channel as mc
 from ..channels import primitives as prim
 from ..channels.device_errors import OP_PACKET
-from .blocks import copy_unless_same, end_round, packet_share, peer_rank, round_share, signal_and_wait_all
+from .blocks import (copy_to_peers, copy_unless_same, end_round, packet_share, packets_to_peers, peer_rank,
+                     round_share, signal_and_wait_all)
 
 
 @cuda.jit
@@ -21,9 +22,8 @@ def exchange_packets(chans, inp, out, scratch, flags, nbytes, slot_bytes, rank, 
     half = (flag % 2) * nranks * slot_bytes
     lo, n = packet_share(nbytes)
     if n > 0:
-        for j in range(nranks - 1):
-            prim.put_packets_ll16(chans[j].dst, half + rank * slot_bytes + 2 * lo, inp,
-                                  peer_rank(j, rank) * send_stride + lo, n, tid, nt, flag)
+        packets_to_peers(chans, half + rank * slot_bytes + 2 * lo, inp, lo, send_stride, rank, nranks, n, tid, nt,
+                         flag)
         copy_unless_same(out, rank * nbytes + lo, inp, rank * send_stride + lo, n, tid, nt)
         cuda.syncthreads()  # in place, the slots are read above before peers' data overwrites them below
         for j in range(nranks - 1):
@@ -44,9 +44,7 @@ def exchange_simple(chans, inp, out, scratch, flags, nbytes, round_bytes, rank, 
         half = (flag % 2) * nranks * round_bytes
         lo, n = round_share(nbytes, round_bytes, rd)
         at = rd * round_bytes + lo
-        for j in range(nranks - 1):
-            prim.copy_bytes(chans[j].dst, half + rank * round_bytes + lo, inp, peer_rank(j, rank) * send_stride + at,
-                            n, tid, nt)
+        copy_to_peers(chans, half + rank * round_bytes + lo, inp, at, send_stride, rank, nranks, n, tid, nt)
         copy_unless_same(out, rank * nbytes + at, inp, rank * send_stride + at, n, tid, nt)
         signal_and_wait_all(chans, nranks)
         for j in range(nranks - 1):

@@ -14,7 +14,8 @@ from ..channels import memory_channel as mc
 from ..channels import primitives as prim
 from ..channels import reduce as red
 from ..channels.device_errors import OP_PACKET
-from .blocks import end_round, packet_share, round_share, signal_and_wait_all
+from .blocks import (copy_to_peers, end_round, packet_share, packets_to_peers, round_share,
+                     signal_and_wait_all)
 
 
 @cuda.jit
@@ -25,8 +26,7 @@ def allreduce_packets(chans, inp, out, scratch, flags, nbytes, slot_bytes, rank,
     half = (flag % 2) * nranks * slot_bytes
     lo, n = packet_share(nbytes)
     if n > 0:
-        for j in range(nranks - 1):
-            prim.put_packets_ll16(chans[j].dst, half + rank * slot_bytes + lo * 2, inp, lo, n, tid, nt, flag)
+        packets_to_peers(chans, half + rank * slot_bytes + lo * 2, inp, lo, 0, rank, nranks, n, tid, nt, flag)
         ch = chans[0]
         red.reduce_packets_ll16(out, lo, inp, lo, rank, scratch, half + lo * 2, slot_bytes, nranks, n, tid, nt,
                                 flag, kind, op, ch.timeout_ns, ch.err, ch.rank, ch.channel, OP_PACKET)
@@ -44,8 +44,7 @@ def allreduce_simple(chans, inp, out, scratch, flags, nbytes, round_bytes, rank,
         half = (flag % 2) * nranks * round_bytes
         lo, n = round_share(nbytes, round_bytes, rd)
         at = rd * round_bytes + lo
-        for j in range(nranks - 1):
-            prim.copy_bytes(chans[j].dst, half + rank * round_bytes + lo, inp, at, n, tid, nt)
+        copy_to_peers(chans, half + rank * round_bytes + lo, inp, at, 0, rank, nranks, n, tid, nt)
         if rank >= 2:  # our data is read after pass 1 has written ``out``, which may alias ``inp``
             prim.copy_bytes(scratch, half + rank * round_bytes + lo, inp, at, n, tid, nt)
         signal_and_wait_all(chans, nranks)

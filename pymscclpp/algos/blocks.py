@@ -68,3 +68,18 @@ def end_round(flags, flag):
     cuda.syncthreads()
     mc.packet_flag_end(flags, flag)
     cuda.syncthreads()
+
+
+@cuda.jit(device=True)
+def packets_to_peers(chans, dst_off, src, src_off, send_stride, rank, nranks, n, tid, nthreads, flag):
+    """LL16-pack ``n`` bytes into every peer's scratch at ``dst_off``: peer p's from ``src[p * send_stride + src_off:]``."""
+    for j in range(nranks - 1):
+        prim.put_packets_ll16(chans[j].dst, dst_off, src, peer_rank(j, rank) * send_stride + src_off, n, tid,
+                              nthreads, flag)
+
+
+@cuda.jit(device=True)
+def copy_to_peers(chans, dst_off, src, src_off, send_stride, rank, nranks, n, tid, nthreads):
+    """Put ``n`` bytes into every peer's scratch at ``dst_off``: peer p's from ``src[p * send_stride + src_off:]``."""
+    for j in range(nranks - 1):
+        prim.copy_bytes(chans[j].dst, dst_off, src, peer_rank(j, rank) * send_stride + src_off, n, tid, nthreads)

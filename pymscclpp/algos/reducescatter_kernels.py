@@ -11,7 +11,8 @@ from ..channels import memory_channel as mc
 from ..channels import primitives as prim
 from ..channels import reduce as red
 from ..channels.device_errors import OP_PACKET
-from .blocks import end_round, packet_share, peer_rank, round_share, signal_and_wait_all
+from .blocks import (copy_to_peers, end_round, packet_share, packets_to_peers, round_share,
+                     signal_and_wait_all)
 
 
 @cuda.jit
@@ -22,9 +23,7 @@ def reducescatter_packets(chans, inp, out, scratch, flags, nbytes, slot_bytes, r
     half = (flag % 2) * nranks * slot_bytes
     lo, n = packet_share(nbytes)
     if n > 0:
-        for j in range(nranks - 1):
-            prim.put_packets_ll16(chans[j].dst, half + rank * slot_bytes + 2 * lo, inp,
-                                  peer_rank(j, rank) * nbytes + lo, n, tid, nt, flag)
+        packets_to_peers(chans, half + rank * slot_bytes + 2 * lo, inp, lo, nbytes, rank, nranks, n, tid, nt, flag)
         ch = chans[0]
         red.reduce_packets_ll16(out, lo, inp, rank * nbytes + lo, rank, scratch, half + 2 * lo, slot_bytes, nranks, n,
                                 tid, nt, flag, kind, op, ch.timeout_ns, ch.err, ch.rank, ch.channel, OP_PACKET)
@@ -40,9 +39,7 @@ def reducescatter_simple(chans, inp, out, scratch, flags, nbytes, round_bytes, r
         half = (flag % 2) * nranks * round_bytes
         lo, n = round_share(nbytes, round_bytes, rd)
         at = rd * round_bytes + lo
-        for j in range(nranks - 1):
-            prim.copy_bytes(chans[j].dst, half + rank * round_bytes + lo, inp, peer_rank(j, rank) * nbytes + at,
-                            n, tid, nt)
+        copy_to_peers(chans, half + rank * round_bytes + lo, inp, at, nbytes, rank, nranks, n, tid, nt)
         own = inp
         own_off = rank * nbytes + at
         if rank >= 2:  # ``out`` may alias our slot, and is written before our turn in rank order comes

@@ -8,6 +8,7 @@ live in a POSIX shared-memory segment, which ``alloc`` provides.
 from __future__ import annotations
 
 import hashlib
+import math
 import os
 import socket
 import struct
@@ -51,7 +52,7 @@ class BufferInfo(NamedTuple):
     @property
     def count(self) -> int:
         """Number of elements."""
-        return int(np.prod(self.shape, dtype=np.int64))
+        return math.prod(self.shape)
 
 
 def _c_contiguous(shape, strides, itemsize) -> bool:
@@ -104,17 +105,21 @@ def buffer_info(obj, device: int | None = None) -> BufferInfo:
                                     "move it to the GPU first")
         raise InvalidUsageError(f"{type(obj).__name__} has no __cuda_array_interface__: pass a numba, "
                                 "cupy or torch GPU array")
-    dtype = np.dtype(cai["typestr"])
+    typestr = cai["typestr"]
+    dtype = _DTYPES.get(typestr)
+    if dtype is None:
+        dtype = _DTYPES[typestr] = np.dtype(typestr)
     shape = tuple(cai["shape"])
     strides = cai.get("strides")
     if strides is not None and not _c_contiguous(shape, strides, dtype.itemsize):
         raise InvalidUsageError(f"buffer of shape {shape} with strides {tuple(strides)} is not contiguous; "
                                 "pass a contiguous array (e.g. .contiguous() or a copy)")
     ptr = int(cai["data"][0])
-    nbytes = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
+    nbytes = math.prod(shape) * dtype.itemsize
     return _checked(ptr, nbytes, dtype.name, shape, device)
 
 
+_DTYPES: dict[str, np.dtype] = {}  # CUDA-array-interface typestr -> dtype, parsed once
 _device_of: dict[tuple[int, int], int] = {}  # (address, bytes) -> device ordinal, for buffers seen before
 
 

@@ -438,7 +438,7 @@ def test_rank_refuses_peer_with_wrong_token_then_accepts_the_right_one(caplog):
 
 
 @pytest.mark.parametrize("frame, reason", [
-    (b"JUNK" + bytes(wire.HEADER_SIZE - 4), "bad frame magic"),
+    (b"JUNK" + bytes(wire.HEADER_SIZE - 4), "bad bootstrap frame magic"),
     (wire.encode(wire.Kind.DATA, 1, 0, b"")[:-8] + (1 << 40).to_bytes(8, "big"), "exceeds the limit"),
     (wire.encode(wire.Kind.HELLO, 1, 0, bytes(16)), "unexpected HELLO"),
     (wire.encode(wire.Kind.DATA, 0, 0, b"spoofed"), "source 0"),

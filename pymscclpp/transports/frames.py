@@ -12,6 +12,7 @@ import struct
 from typing import NamedTuple
 
 from ..errors import ProxyError
+from ..runtime.frames import check_header
 
 MAGIC = b"PMPX"
 VERSION = 1
@@ -51,16 +52,8 @@ def decode_header(buf: bytes) -> Header:
     if len(buf) != HEADER_SIZE:
         raise ProxyError(f"truncated proxy frame header: {len(buf)} of {HEADER_SIZE} bytes")
     magic, version, kind, reserved, a, b, length = _HEADER.unpack(buf)
-    if magic != MAGIC:
-        raise ProxyError(f"bad proxy frame magic {magic!r}: not a pymscclpp proxy peer")
-    if version != VERSION:
-        raise ProxyError(f"unsupported proxy wire version {version} (this side speaks {VERSION})")
-    try:
-        kind = Kind(kind)
-    except ValueError:
-        raise ProxyError(f"unknown proxy frame kind {kind}") from None
-    if reserved:
-        raise ProxyError(f"reserved proxy header field is {reserved}, expected 0")
+    kind = check_header(magic, version, kind, reserved, expect_magic=MAGIC, expect_version=VERSION, kinds=Kind,
+                        error=ProxyError, what="proxy")
     limit = {Kind.DATA: MAX_DATA, Kind.ABORT: MAX_REASON}.get(kind, 0)
     if length > limit:
         raise ProxyError(f"{kind.name} frame announces {length} payload bytes (limit {limit})")

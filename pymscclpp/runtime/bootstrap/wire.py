@@ -14,6 +14,7 @@ import struct
 from typing import NamedTuple
 
 from ...errors import BootstrapError, InvalidUsageError
+from ..frames import check_header
 
 MAGIC = b"PMCB"
 VERSION = 1
@@ -78,16 +79,8 @@ def decode_header(buf: bytes, limit: int = DEFAULT_MAX_PAYLOAD) -> Header:
     if len(buf) != HEADER_SIZE:
         raise BootstrapError(f"truncated frame header: {len(buf)} of {HEADER_SIZE} bytes")
     magic, version, kind, reserved, src, tag, length = _HEADER.unpack(buf)
-    if magic != MAGIC:
-        raise BootstrapError(f"bad frame magic {magic!r} (expected {MAGIC!r}): not a pymscclpp bootstrap peer")
-    if version != VERSION:
-        raise BootstrapError(f"unsupported bootstrap wire version {version} (this side speaks {VERSION})")
-    try:
-        kind = Kind(kind)
-    except ValueError:
-        raise BootstrapError(f"unknown frame kind {kind}") from None
-    if reserved:
-        raise BootstrapError(f"reserved header field is {reserved}, expected 0")
+    kind = check_header(magic, version, kind, reserved, expect_magic=MAGIC, expect_version=VERSION, kinds=Kind,
+                        error=BootstrapError, what="bootstrap")
     if length > limit:
         raise BootstrapError(f"frame payload of {length} bytes exceeds the limit of {limit} bytes ({MAX_PAYLOAD_ENV})")
     return Header(kind, src, tag, length)

@@ -74,7 +74,7 @@ def test_rank_killed_during_an_all_reduce_loop_surfaces_within_the_device_budget
     job = Job(dead_cases.allreduce_loop_while_peer_dies, 3, env={"PYMSCCLPP_TIMEOUT_S": str(budget)}, victim=1)
     try:
         job.expect("ready", range(3), 60)
-        job.expect("progress", [1], 60)
+        reached = job.expect("progress", [1], 60)[1]
         killed = job.kill(1)
     except BaseException:
         job.close()
@@ -83,7 +83,8 @@ def test_rank_killed_during_an_all_reduce_loop_surfaces_within_the_device_budget
     for r, out in outs.items():
         assert out["kind"] in ("PeerDisconnectedError", "CommTimeoutError"), out
         assert out["text"].startswith(f"rank {r}: "), out
-        assert out["good_iters"] >= 4, "results before the kill must have been exact"
+        # a survivor is at most one all-reduce behind the victim; its last one may end in the fault itself
+        assert out["good_iters"] >= reached - 1, "results before the kill must have been exact"
         # kernels waiting on the dead rank end at their budget (2 simulated blocks run one after another)
         assert out["at"] - killed < 2 * budget + 10, f"rank {r} took {out['at'] - killed:.1f} s"
         if out["kind"] == "PeerDisconnectedError":

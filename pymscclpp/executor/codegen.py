@@ -1,8 +1,10 @@
 """Generate the Python source of one rank's kernel for a plan: straight-line calls, no op interpreter.
 
 Each plan thread block becomes a device function whose body is the block's ops in order, with buffer
-offsets as expressions of the chunk size (a constant for small chunks). Reductions become device functions
-specialised for their number of sources and destinations. Two variants:
+offsets as expressions of the chunk size (a constant for small chunks). Thread blocks whose code differs only
+in integer constants (instance replicas) share one function taking the block's index in its class, so a
+128-instance plan compiles one body, not 128. Reductions become device functions specialised for their
+number of sources and destinations. Two variants:
 
 - GPU: one CUDA block per plan thread block; ``nop`` is ``syncthreads``.
 - simulator: ONE CUDA block in which thread group ``g`` (``T`` threads) plays plan thread block ``g``, so
@@ -28,6 +30,7 @@ def _safe_name(name: str) -> str:
 
 
 _BUF = {"i": "inp", "o": "out", "s": "scr"}
+_INT = re.compile(r"(?<![\w.])\d+(?![\w.])")  # a standalone integer literal (not part of a name or float)
 _SIGNAL = {"signal": "S.signal", "rlxsignal": "S.relaxed_signal", "wait": "S.wait", "rlxwait": "S.wait"}
 
 
@@ -117,7 +120,7 @@ class _Writer:
 
     def module(self) -> str:
         spec, plan = self.spec, self.plan
-        tbs = [self.threadblock(tb) for tb in self.gpu.threadblocks]
+        self.classes = _template_classes([self.threadblock(tb) for tb in self.gpu.threadblocks])
         variant = f"simulator, {spec.sim_threads} threads per thread block" if spec.sim_threads else "GPU"
         head = [
             f'"""Executor kernel of plan {_safe_name(plan.name)} ({self.xplan.key}), rank {spec.rank}: {variant}, '
@@ -154,8 +157,8 @@ class _Writer:
         body = []
         for lines in self.helpers.values():
             body += ["", ""] + lines
-        for lines in tbs:
-            body += ["", ""] + lines
+        for c, (lines, tbs) in enumerate(self.classes):
+            body += ["", ""] + _class_function(c, lines, tbs, self.common)
         body += ["", ""] + self.kernel()
         return "\n".join(head + body) + "\n"
 
@@ -172,19 +175,25 @@ class _Writer:
         if spec.size_class:
             out.append("    chunk = CHUNK")
         out.append("    flag = D.flag_begin(st, g)")
-        for tb in self.gpu.threadblocks:
-            out += [f"    {'if' if tb.id == 0 else 'elif'} g == {tb.id}:",
-                    f"        tb{tb.id}({self.common}, chunk, tid, nt, g, flag)"]
+        members = {tb: (c, i) for c, (_, tbs) in enumerate(self.classes) for i, tb in enumerate(tbs)}
+        order = [members[tb.id] for tb in self.gpu.threadblocks]
+        out.append(f"    i = {_lookup([i for _, i in order], 'g')}")
+        call = f"tb_class{{}}({self.common}, chunk, tid, nt, g, flag, i)"
+        if len(self.classes) == 1:
+            out.append("    " + call.format(0))
+        else:
+            out.append(f"    c = {_lookup([c for c, _ in order], 'g')}")
+            for c in range(len(self.classes)):
+                out += [f"    {'if' if c == 0 else 'elif'} c == {c}:", "        " + call.format(c)]
         out += [f"    {self.sync}", "    if tid == 0:", "        D.flag_end(st, g, flag)"]
         return out
 
     # -- thread blocks ----------------------------------------------------------------------------
 
-    def threadblock(self, tb: ThreadBlock) -> list[str]:
+    def threadblock(self, tb: ThreadBlock) -> tuple[int, list[str]]:
+        """(id, body lines) of one plan thread block."""
         self.tb = tb
-        out = ["@cuda.jit(device=True)", f"def tb{tb.id}({self.common}, chunk, tid, nt, g, flag):",
-               f'    """Plan thread block {tb.id}: {len(tb.ops)} ops."""']
-        out.append("    cs = chunk * PK")
+        out = ["    cs = chunk * PK"]
         if self.plan.use_double_scratch_buffer:
             out.append("    par = (flag - 1) & 1  # which half of the double scratch buffer")
         for i, op in enumerate(tb.ops):
@@ -198,7 +207,7 @@ class _Writer:
                     out += ["        " + line for line in self.op(inner, unit)]
             else:
                 out += ["    " + line for line in self.op(op, None)]
-        return out
+        return tb.id, out
 
     def op(self, op: Op, unit: int | None) -> list[str]:
         name = op.name
@@ -300,6 +309,53 @@ class _Writer:
             self.helpers[name] = _packet_reduce_helper(name, k, m)
         args = [x for pair in dsts + srcs for x in pair]
         return f"{name}({', '.join(args)}, n, tid, nt, flag, tmo, err)"
+
+
+def _lookup(values: list[int], var: str) -> str:
+    """An expression of ``var`` giving ``values[var]``: the constant, ``a + b * var`` when affine, else a
+    tuple literal indexed at run time."""
+    a, b = values[0], (values[1] - values[0] if len(values) > 1 else 0)
+    if any(v != a + b * k for k, v in enumerate(values)):
+        return "(" + ", ".join(map(str, values)) + f")[{var}]"
+    scaled = var if b == 1 else f"{b} * {var}"
+    return str(a) if b == 0 else scaled if a == 0 else f"({a} + {scaled})"
+
+
+def _template_classes(blocks: list[tuple[int, list[str]]]) -> list[tuple[list[str], list[int]]]:
+    """Group thread blocks whose code is equal up to integer literals: (template lines, block ids) per class.
+
+    In a template, a literal that differs between members becomes ``(a + b * i)`` when it is affine in the
+    member index ``i``, else a lookup in a tuple of the members' values, hoisted to the top as ``k<n>``."""
+    shapes: dict[tuple, list[tuple[int, list[str]]]] = {}
+    for tb_id, lines in blocks:
+        code = [line for line in lines if not line.lstrip().startswith("#")]
+        shapes.setdefault(tuple(_INT.sub("#", line) for line in code), []).append((tb_id, code))
+    classes = []
+    for shape, members in shapes.items():
+        if len(members) == 1:
+            tb_id, _ = members[0]
+            classes.append((dict(blocks)[tb_id], [tb_id]))  # comments kept: one block reads as its plan
+            continue
+        values = [[int(v) for line in code for v in _INT.findall(line)] for _, code in members]
+        tables: dict[str, str] = {}  # table expression -> its local, looked up once at the top
+        exprs = []
+        for column in zip(*values):
+            expr = _lookup(list(column), "i")
+            if expr.endswith("[i]"):
+                expr = tables.setdefault(expr, f"k{len(tables)}")
+            exprs.append(expr)
+        hoisted = [f"    {name} = {expr}" for expr, name in tables.items()]
+        it = iter(exprs)
+        body = [_INT.sub(lambda _m: next(it), line) for line in members[0][1]]
+        classes.append((hoisted + body, [tb_id for tb_id, _ in members]))
+    return classes
+
+
+def _class_function(c: int, lines: list[str], tbs: list[int], common: str) -> list[str]:
+    """The device function of template class ``c``; ``i`` is the calling block's index in its class."""
+    ids = str(tbs[0]) if len(tbs) == 1 else f"{', '.join(map(str, tbs[:4]))}{', ...' if len(tbs) > 4 else ''}"
+    return ["@cuda.jit(device=True)", f"def tb_class{c}({common}, chunk, tid, nt, g, flag, i):",
+            f'    """Plan thread block(s) {ids} ({len(tbs)}); i: the block\'s index among them."""'] + lines
 
 
 def _combine(acc: str, new: str) -> str:

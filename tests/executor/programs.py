@@ -139,9 +139,32 @@ def allreduce_forward(n: int) -> dict:
         return json.loads(JSON())
 
 
+def allgather_scattered(n: int, order: tuple[int, ...] = (2, 0, 3, 1)) -> dict:
+    """Thread block t sends input chunk ``order[t]`` to every peer (blocks alike but for chunk numbers in no
+    affine order: the executor's constant tables); one more block copies the rank's own slot."""
+    k = len(order)
+    with CollectiveProgram("allgather_scattered", AllGather(n, k, False), n):
+        ch = {(r, p, t): MemoryChannel(p, r) for r in range(n) for p in _peers(r, n) for t in range(k)}
+        for r in range(n):
+            me = Rank(r)
+            inp, out = me.get_input_buffer(), me.get_output_buffer()
+            for t, c in enumerate(order):
+                for p in _peers(r, n):
+                    ch[r, p, t].signal(tb=t)
+                for p in _peers(r, n):
+                    ch[r, p, t].wait(tb=t)
+                for p in _peers(r, n):
+                    ch[r, p, t].put(Rank(p).get_output_buffer()[k * r + c:k * r + c + 1], inp[c:c + 1], tb=t)
+                    ch[r, p, t].signal(tb=t)
+                for p in _peers(r, n):
+                    ch[r, p, t].wait(tb=t)
+            me.copy(out[k * r:k * r + k], inp[0:k], tb=k)
+        return json.loads(JSON())
+
+
 FEATURE_PROGRAMS = {"allgather_groups": allgather_groups, "allgather_get": allgather_get,
                     "allgather_forward": allgather_forward, "reducescatter_groups": reducescatter_groups,
-                    "allreduce_forward": allreduce_forward}
+                    "allreduce_forward": allreduce_forward, "allgather_scattered": allgather_scattered}
 
 
 def allgather_port(n: int) -> dict:

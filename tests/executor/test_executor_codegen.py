@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from executor.programs import allgather_scattered
 from pymscclpp.executor import ExecutionPlan
 from pymscclpp.executor.cache import kernel_key, load_module
 from pymscclpp.executor.codegen import KernelSpec
@@ -57,10 +58,23 @@ def test_ll_plans_store_each_packet_with_one_volatile_16_byte_store(ptx_lines):
 
 
 def test_kernel_is_straight_line_calls_per_thread_block():
-    source = spec(instances=2).source()
-    assert "def tb0(" in source and "def tb1(" in source and "elif g == 1:" in source
-    assert "# ops[4] put" in source and "P.copy_bytes(" in source and "S.signal(sem1, 1)" in source
+    source = spec(n=3).source()
+    assert "def tb_class0(" in source and "# ops[4] put" in source and "P.copy_bytes(" in source
+    assert "S.signal(sem2, 0)" in source
     assert "for op in" not in source and "if name ==" not in source  # no op interpreter on the device
+
+
+def test_instance_replicas_share_one_function_with_offsets_affine_in_the_block_index():
+    source = spec(instances=4).source()
+    assert source.count("def tb_class") == 1 and "    i = g\n" in source
+    assert "S.signal(sem1, i)" in source and "# ops[" not in source
+
+
+def test_blocks_alike_up_to_unordered_constants_look_them_up_in_tables_once():
+    source = KernelSpec(ExecutionPlan.from_plan(allgather_scattered(3)), 1, 0, 0, 4, 0, 0).source()
+    assert source.count("def tb_class") == 2 and "elif c == 1:" in source
+    assert "    i = (0, 1, 2, 3, 0)[g]\n" in source and "    c = (0, 0, 0, 0, 1)[g]\n" in source
+    assert source.count("(2, 0, 3, 1)[i]") == 1 and source.count("(6, 4, 7, 5)[i]") == 1
 
 
 def test_small_chunks_are_built_into_the_kernel_and_large_ones_are_an_argument():

@@ -9,11 +9,13 @@ import sys
 from pathlib import Path
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from executor.programs import allgather_scattered
 from pymscclpp.executor import ExecutionPlan
 from pymscclpp.executor.cache import kernel_key, load_module
-from pymscclpp.executor.codegen import KernelSpec
+from pymscclpp.executor.codegen import KernelSpec, _lookup
 from pymscclpp.executor.layout import message_layout
 from pymscclpp.language.programs import PROGRAMS
 
@@ -134,3 +136,11 @@ def test_odd_element_counts_pad_each_part_to_whole_chunks():
     assert odd.out_slots() == [(0, 0), (14, 32)]
     exact = message_layout(xplan, 1, 64, 128, 4)
     assert exact.exact and exact.chunk == 32 and exact.size_class == 32
+
+
+@given(st.lists(st.integers(-1000, 1000), min_size=1, max_size=40))
+def test_block_constant_lookup_expression_gives_every_members_value(values):
+    expr = _lookup(values, "g")
+    assert all(eval(expr, {"g": k}) == v for k, v in enumerate(values))  # noqa: S307 (generated from ints only)
+    if len(set(values)) == 1:
+        assert expr == str(values[0])

@@ -39,13 +39,15 @@ def _max_semaphores() -> int:
 class Communicator:
     """One rank's view of the job: peers, its GPU, and the means to connect channels to peers."""
 
-    def __init__(self, bootstrap, device: int | None = None, timeout_s: float | None = -1.0,
+    def __init__(self, bootstrap, device: int | None = None, timeout_s: float | str | None = "env",
                  transport: str | None = None):
+        """``timeout_s``: budget of this communicator's device waits ("env": PYMSCCLPP_TIMEOUT_S; 0 or None: off)."""
         self.bootstrap = bootstrap
         self.transport = transport  # PortChannel transport override for every peer (None: by topology)
         self.rank, self.size = bootstrap.rank, bootstrap.size
         self.job_token = bootstrap.job_token
-        self.timeout_s = config.timeout_s() if timeout_s == -1.0 else (timeout_s or None)
+        self.timeout_s = (config.timeout_s() if isinstance(timeout_s, str) and timeout_s == "env" else
+                          None if timeout_s is None else config.checked_timeout_s(timeout_s, f"timeout_s={timeout_s!r}"))
         self.timeout_ns = 0 if self.timeout_s is None else int(self.timeout_s * 1e9)
         self.host_ids = bootstrap.all_gather(host_id())
         me = self.host_ids[self.rank]

@@ -19,7 +19,12 @@ def timeout_s() -> float | None:
         value = float(raw)
     except ValueError:
         raise InvalidUsageError(f"PYMSCCLPP_TIMEOUT_S={raw!r}: expected a number of seconds (0 turns waits' budgets off)") from None
-    if not 0 <= value <= MAX_TIMEOUT_S:
-        raise InvalidUsageError(f"PYMSCCLPP_TIMEOUT_S={raw!r}: must be a number of seconds in [0, {MAX_TIMEOUT_S:g}] "
+    return checked_timeout_s(value, f"PYMSCCLPP_TIMEOUT_S={raw!r}")
+
+
+def checked_timeout_s(value, where: str) -> float | None:
+    """A budget in seconds from ``where`` (env var or argument), in [0, MAX_TIMEOUT_S]; ``None`` for 0 (off)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value <= MAX_TIMEOUT_S:
+        raise InvalidUsageError(f"{where}: must be a number of seconds in [0, {MAX_TIMEOUT_S:g}] "
                                 "(0 turns budgets off)")
-    return None if value == 0 else value
+    return None if value == 0 else float(value)

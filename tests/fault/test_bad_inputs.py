@@ -307,3 +307,11 @@ def test_bad_plan_is_refused_by_execution_plan(case):
         ExecutionPlan.from_plan(source)
     assert words in str(info.value), str(info.value)
     assert source == before
+
+
+@pytest.mark.parametrize("value", [float("inf"), float("nan"), -1.0, 1e30, "60", True])
+def test_bad_per_communicator_timeout_is_refused_before_anything_is_set_up(value):
+    from pymscclpp import Communicator
+    from pymscclpp.runtime.bootstrap import LocalBootstrap
+    with pytest.raises(InvalidUsageError, match=r"timeout_s=.*must be a number of seconds in \[0, 1e\+07\]"):
+        Communicator(LocalBootstrap.create(1, timeout=5)[0], timeout_s=value)

@@ -70,6 +70,9 @@ def _select() -> str:
 
 BACKEND: str = _select()
 IS_SIM: bool = BACKEND == "sim"
+if IS_SIM:
+    from . import simsched
+    simsched.install()
 
 
 def name() -> str:

@@ -47,7 +47,7 @@ def _error_text(comm) -> str | None:
     return None
 
 
-def _new_comm(comm, timeout_s=-1.0, bootstrap_timeout=None):
+def _new_comm(comm, timeout_s="env", bootstrap_timeout=None):
     """A second communicator over the same ranks (rank 0 makes the unique id and sends it to the others)."""
     if comm.rank == 0:
         uid = get_unique_id("127.0.0.1")

@@ -24,6 +24,11 @@ def test_wait_loops_are_bounded_by_the_global_timer(ptx_counts):
     assert ptx_counts["packets", "%globaltimer"] > 0
 
 
+def test_semaphore_and_packet_waits_also_read_the_hosts_abort_word(ptx_counts):
+    for kernel in ("ring_pingpong", "packets", "allreduce_packets", "allreduce_simple"):
+        assert ptx_counts[kernel, "ld.relaxed.sys.global.b64"] > 0, kernel
+
+
 def test_ll16_and_ll8_packets_are_single_volatile_stores(ptx_counts):
     assert ptx_counts["packets", "st.volatile.global.v4.u32"] == 1
     assert ptx_counts["packets", "st.volatile.global.v2.u32"] == 1

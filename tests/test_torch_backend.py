@@ -6,7 +6,6 @@ from __future__ import annotations
 import multiprocessing as mp
 import os
 import queue
-import socket
 import subprocess
 import sys
 import traceback
@@ -18,18 +17,17 @@ torch = pytest.importorskip("torch")
 _CTX = mp.get_context("spawn")
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def _rank_main(fn, rank: int, size: int, port: int, env: dict, results) -> None:
+def _rank_main(fn, rank: int, size: int, ports, env: dict, results) -> None:
     os.environ.update(env)
     try:
         import torch.distributed as dist
         import pymscclpp.torch  # noqa: F401 (registers the backend)
-        store = dist.TCPStore("127.0.0.1", port, size, is_master=rank == 0)
+        if rank == 0:  # the store picks a free port itself (no race with other listeners) and tells the others
+            store = dist.TCPStore("127.0.0.1", 0, size, is_master=True, wait_for_workers=False)
+            for _ in range(size - 1):
+                ports.put(store.port)
+        else:
+            store = dist.TCPStore("127.0.0.1", ports.get(timeout=120), size, is_master=False)
         results.put((rank, True, fn(dist, store, rank, size)))
     except BaseException:
         results.put((rank, False, traceback.format_exc()))
@@ -38,7 +36,7 @@ def _rank_main(fn, rank: int, size: int, port: int, env: dict, results) -> None:
 def _run(fn, size: int = 2, env: dict | None = None, timeout: float = 240.0) -> list:
     """Run ``fn(dist, store, rank, size)`` in ``size`` spawned rank processes; their results, or the failures."""
     env = {"PYMSCCLPP_BACKEND": "sim", "PYMSCCLPP_SOCKET_ADDR": "127.0.0.1", **(env or {})}
-    results, port = _CTX.Queue(), _free_port()
+    results, port = _CTX.Queue(), _CTX.Queue()
     procs = [_CTX.Process(target=_rank_main, args=(fn, r, size, port, env, results), daemon=True)
              for r in range(size)]
     for p in procs:

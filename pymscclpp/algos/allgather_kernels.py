@@ -30,7 +30,7 @@ def exchange_packets(chans, inp, out, scratch, flags, nbytes, slot_bytes, rank, 
             p = peer_rank(j, rank)
             ch = chans[j]
             prim.unpack_packets_ll16(out, p * nbytes + lo, scratch, half + p * slot_bytes + 2 * lo, n, tid, nt, flag,
-                                     ch.timeout_ns, ch.err, ch.rank, ch.peer, ch.channel, OP_PACKET)
+                                     ch.timeout_ns, ch.err, ch.abort, ch.rank, ch.peer, ch.channel, OP_PACKET)
     end_round(flags, flag)
 
 

@@ -29,7 +29,7 @@ def allreduce_packets(chans, inp, out, scratch, flags, nbytes, slot_bytes, rank,
         packets_to_peers(chans, half + rank * slot_bytes + lo * 2, inp, lo, 0, rank, nranks, n, tid, nt, flag)
         ch = chans[0]
         red.reduce_packets_ll16(out, lo, inp, lo, rank, scratch, half + lo * 2, slot_bytes, nranks, n, tid, nt,
-                                flag, kind, op, ch.timeout_ns, ch.err, ch.rank, ch.channel, OP_PACKET)
+                                flag, kind, op, ch.timeout_ns, ch.err, ch.abort, ch.rank, ch.channel, OP_PACKET)
     end_round(flags, flag)
 
 

@@ -35,7 +35,7 @@ def broadcast_packets(chans, inp, out, scratch, flags, nbytes, slot_bytes, rank,
             mc.signal(ch, b)
         if n > 0:
             prim.unpack_packets_ll16(out, lo, scratch, half + 2 * lo, n, tid, nt, flag,
-                                     ch.timeout_ns, ch.err, ch.rank, ch.peer, ch.channel, OP_PACKET)
+                                     ch.timeout_ns, ch.err, ch.abort, ch.rank, ch.peer, ch.channel, OP_PACKET)
     end_round(flags, flag)
 
 

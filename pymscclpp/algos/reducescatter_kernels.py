@@ -26,7 +26,8 @@ def reducescatter_packets(chans, inp, out, scratch, flags, nbytes, slot_bytes, r
         packets_to_peers(chans, half + rank * slot_bytes + 2 * lo, inp, lo, nbytes, rank, nranks, n, tid, nt, flag)
         ch = chans[0]
         red.reduce_packets_ll16(out, lo, inp, rank * nbytes + lo, rank, scratch, half + 2 * lo, slot_bytes, nranks, n,
-                                tid, nt, flag, kind, op, ch.timeout_ns, ch.err, ch.rank, ch.channel, OP_PACKET)
+                                tid, nt, flag, kind, op, ch.timeout_ns, ch.err, ch.abort, ch.rank, ch.channel,
+                                OP_PACKET)
     end_round(flags, flag)
 
 

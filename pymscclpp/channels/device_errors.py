@@ -1,7 +1,10 @@
-"""The device error area: where a wait that ran out of budget records what it waited for.
+"""The device error area: where a wait that ran out of budget, or was aborted, records what it waited for.
 
-Layout (int64[ERR_WORDS]): state, op, rank, peer, channel, expected, seen, block. The first
-failing wait wins (compare-and-swap on ``state``); the host turns it into CommTimeoutError.
+Layout (int64[ERR_WORDS]): state (1 timed out, 2 aborted), op, rank, peer, channel, expected, seen, block.
+The first failing wait wins (compare-and-swap on ``state``); the host turns it into CommTimeoutError.
+
+The abort word (uint64[1] in host memory the device reads, set by the host when its liveness monitor
+declares a peer dead) ends every spinning wait within ``ABORT_CHECK_EVERY`` spins instead of its budget.
 """
 
 from __future__ import annotations
@@ -9,18 +12,25 @@ from __future__ import annotations
 import numpy as np
 from numba import cuda
 
-from .ptx import fence_sys
+from .ptx import fence_sys, load_relaxed
 
 ERR_WORDS = 8
 OP_NAMES = {1: "semaphore wait", 2: "packet wait (unpack_packets)", 3: "fifo push", 4: "flush",
-            5: "packet wait (read_packets)", 6: "port channel wait (aborted early: a proxy failed, see ProxyError)"}
+            5: "packet wait (read_packets)", 6: "port channel wait"}
 OP_WAIT, OP_PACKET, OP_FIFO_PUSH, OP_FLUSH, OP_READ_PACKET, OP_PROXY_ABORT = 1, 2, 3, 4, 5, 6
+TIMED_OUT, ABORTED = 1, 2
+ABORT_CHECK_EVERY = 64  # spins between reads of the abort word (host memory: a slow read)
 
 
 @cuda.jit(device=True)
-def record_timeout(err, op, rank, peer, channel, expected, seen):
-    """Record the first timed-out wait of a launch into ``err`` (int64[ERR_WORDS])."""
-    if cuda.atomic.cas(err, 0, 0, 1) == 0:
+def aborted(abort, spins):
+    """True when a wait at its ``spins``-th spin should give up because the host set the abort word."""
+    return spins % ABORT_CHECK_EVERY == 0 and load_relaxed(abort, 0) != 0
+
+
+@cuda.jit(device=True)
+def _record(err, state, op, rank, peer, channel, expected, seen):
+    if cuda.atomic.cas(err, 0, 0, state) == 0:
         err[1] = op
         err[2] = rank
         err[3] = peer
@@ -31,10 +41,29 @@ def record_timeout(err, op, rank, peer, channel, expected, seen):
         fence_sys()
 
 
+@cuda.jit(device=True)
+def record_timeout(err, op, rank, peer, channel, expected, seen):
+    """Record the first timed-out wait of a launch into ``err`` (int64[ERR_WORDS])."""
+    _record(err, TIMED_OUT, op, rank, peer, channel, expected, seen)
+
+
+@cuda.jit(device=True)
+def record_abort(err, op, rank, peer, channel, expected, seen):
+    """Record a wait the host's abort word ended (a peer was declared dead)."""
+    _record(err, ABORTED, op, rank, peer, channel, expected, seen)
+
+
 def describe(err: np.ndarray) -> str | None:
-    """Human-readable text of a recorded timeout, or None when the area is clear."""
-    if int(err[0]) == 0:
+    """Human-readable text of a recorded timeout or abort, or None when the area is clear."""
+    state, code = int(err[0]), int(err[1])
+    if state == 0:
         return None
-    op = OP_NAMES.get(int(err[1]), f"op {int(err[1])}")
-    return (f"rank {int(err[2])}: {op} on channel {int(err[4])} with peer {int(err[3])} timed out "
+    op = OP_NAMES.get(code, f"op {code}")
+    if state == ABORTED:
+        ended = "was aborted (the host declared a peer dead, see PeerDisconnectedError)"
+    elif code == OP_PROXY_ABORT:
+        ended = "was aborted (a proxy failed, see ProxyError)"
+    else:
+        ended = "timed out"
+    return (f"rank {int(err[2])}: {op} on channel {int(err[4])} with peer {int(err[3])} {ended} "
             f"in thread block {int(err[7])}: expected {int(err[5])}, saw {int(err[6])}")

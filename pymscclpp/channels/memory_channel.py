@@ -19,7 +19,7 @@ from .device_errors import OP_PACKET
 
 MemoryChannelHandle = namedtuple(
     "MemoryChannelHandle",
-    "src dst pkt inbound outbound expected err rank peer channel timeout_ns")
+    "src dst pkt inbound outbound expected err abort rank peer channel timeout_ns")
 
 
 class MemoryChannel:
@@ -39,7 +39,7 @@ class MemoryChannel:
         """Plain data: local src, the peer's inbox (dst), our inbox (pkt), and the semaphore words."""
         s = self.semaphore.device_handle()
         return MemoryChannelHandle(self.src, self.remote.array, self.inbox, s.inbound, s.outbound, s.expected,
-                                   s.err, s.rank, s.peer, s.channel, s.timeout_ns)
+                                   s.err, s.abort, s.rank, s.peer, s.channel, s.timeout_ns)
 
     def close(self) -> None:
         self.remote.close()
@@ -103,7 +103,7 @@ def put_packets(ch, dst_off, src_off, nbytes, tid, nthreads, flag):
 def unpack_packets(ch, src_off, pkt_off, nbytes, tid, nthreads, flag):
     """Wait for LL16 packets in our inbox at ``pkt_off`` and write their data to our ``src[src_off:]``."""
     return prim.unpack_packets_ll16(ch.src, src_off, ch.pkt, pkt_off, nbytes, tid, nthreads, flag,
-                                    ch.timeout_ns, ch.err, ch.rank, ch.peer, ch.channel, OP_PACKET)
+                                    ch.timeout_ns, ch.err, ch.abort, ch.rank, ch.peer, ch.channel, OP_PACKET)
 
 
 @cuda.jit(device=True)
@@ -116,7 +116,7 @@ def put_packets_ll8(ch, dst_off, src_off, nbytes, tid, nthreads, flag):
 def unpack_packets_ll8(ch, src_off, pkt_off, nbytes, tid, nthreads, flag):
     """LL8 variant of unpack_packets."""
     return prim.unpack_packets_ll8(ch.src, src_off, ch.pkt, pkt_off, nbytes, tid, nthreads, flag,
-                                   ch.timeout_ns, ch.err, ch.rank, ch.peer, ch.channel, OP_PACKET)
+                                   ch.timeout_ns, ch.err, ch.abort, ch.rank, ch.peer, ch.channel, OP_PACKET)
 
 
 @cuda.jit(device=True)

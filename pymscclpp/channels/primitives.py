@@ -13,7 +13,7 @@ from __future__ import annotations
 import numpy as np
 from numba import cuda
 
-from .device_errors import record_timeout
+from .device_errors import aborted, record_abort, record_timeout
 from .ptx import (address_of, globaltimer, load_u32, load_v2, load_v2_volatile, load_v4,
                   load_v4_volatile, spin_pause, store_u32, store_v2, store_v2_volatile, store_v4,
                   store_v4_volatile)
@@ -122,18 +122,24 @@ def put_packets_ll16(pkt, pkt_off, src, src_off, nbytes, tid, nthreads, flag):
 
 
 @cuda.jit(device=True)
-def read_packet_ll16(pkt, byte_off, flag, timeout_ns, err, rank, peer, channel, op):
-    """Spin until the LL16 packet at ``byte_off`` carries ``flag``; its two data words, and False on timeout."""
+def read_packet_ll16(pkt, byte_off, flag, timeout_ns, err, abort, rank, peer, channel, op):
+    """Spin until the LL16 packet at ``byte_off`` carries ``flag``; its two data words, and False (error
+    recorded) past the budget or once the host set ``abort``."""
     f = np.uint32(flag)
     a, fa, c, fc = load_v4_volatile(pkt, byte_off)
     if fa == f and fc == f:
         return a, c, True
     start = globaltimer()
+    spins = 0
     while True:
         spin_pause()
         a, fa, c, fc = load_v4_volatile(pkt, byte_off)
         if fa == f and fc == f:
             return a, c, True
+        spins += 1
+        if aborted(abort, spins):
+            record_abort(err, op, rank, peer, channel, flag, fa)
+            return a, c, False
         if timeout_ns > 0 and globaltimer() - start > timeout_ns:
             record_timeout(err, op, rank, peer, channel, flag, fa)
             return a, c, False
@@ -141,13 +147,13 @@ def read_packet_ll16(pkt, byte_off, flag, timeout_ns, err, rank, peer, channel, 
 
 @cuda.jit(device=True)
 def unpack_packets_ll16(dst, dst_off, pkt, pkt_off, nbytes, tid, nthreads, flag,
-                        timeout_ns, err, rank, peer, channel, op):
+                        timeout_ns, err, abort, rank, peer, channel, op):
     """Wait for the LL16 packets at ``pkt[pkt_off:]`` and write their ``nbytes`` of data to ``dst[dst_off:]``."""
     npkt = (nbytes + LL16_DATA - 1) // LL16_DATA
     i = tid
     while i < npkt:
         a, c, got = read_packet_ll16(pkt, pkt_off + i * LL16_BYTES, flag, timeout_ns, err,
-                                     rank, peer, channel, op)
+                                     abort, rank, peer, channel, op)
         if not got:
             return False
         off = dst_off + i * LL16_DATA
@@ -174,18 +180,23 @@ def put_packets_ll8(pkt, pkt_off, src, src_off, nbytes, tid, nthreads, flag):
 
 
 @cuda.jit(device=True)
-def read_packet_ll8(pkt, byte_off, flag, timeout_ns, err, rank, peer, channel, op):
-    """Spin until the LL8 packet at ``byte_off`` carries ``flag``; its data word, and False on timeout."""
+def read_packet_ll8(pkt, byte_off, flag, timeout_ns, err, abort, rank, peer, channel, op):
+    """Spin until the LL8 packet at ``byte_off`` carries ``flag``; its data word, and False as read_packet_ll16."""
     f = np.uint32(flag)
     a, fa = load_v2_volatile(pkt, byte_off)
     if fa == f:
         return a, True
     start = globaltimer()
+    spins = 0
     while True:
         spin_pause()
         a, fa = load_v2_volatile(pkt, byte_off)
         if fa == f:
             return a, True
+        spins += 1
+        if aborted(abort, spins):
+            record_abort(err, op, rank, peer, channel, flag, fa)
+            return a, False
         if timeout_ns > 0 and globaltimer() - start > timeout_ns:
             record_timeout(err, op, rank, peer, channel, flag, fa)
             return a, False
@@ -193,13 +204,13 @@ def read_packet_ll8(pkt, byte_off, flag, timeout_ns, err, rank, peer, channel, o
 
 @cuda.jit(device=True)
 def unpack_packets_ll8(dst, dst_off, pkt, pkt_off, nbytes, tid, nthreads, flag,
-                       timeout_ns, err, rank, peer, channel, op):
+                       timeout_ns, err, abort, rank, peer, channel, op):
     """Wait for the LL8 packets at ``pkt[pkt_off:]`` and write their ``nbytes`` of data to ``dst[dst_off:]``."""
     npkt = (nbytes + LL8_DATA - 1) // LL8_DATA
     i = tid
     while i < npkt:
         a, got = read_packet_ll8(pkt, pkt_off + i * LL8_BYTES, flag, timeout_ns, err,
-                                 rank, peer, channel, op)
+                                 abort, rank, peer, channel, op)
         if not got:
             return False
         put_word(dst, dst_off + i * LL8_DATA, a, nbytes - i * LL8_DATA)

@@ -2,7 +2,8 @@
 
 A handle is any plain-data tuple with fields ``inbound`` (own token, written by the peer),
 ``outbound`` (the peer's inbound token), ``expected`` (own counter on the device), ``err``
-(device error area), and ints ``rank``, ``peer``, ``channel``, ``timeout_ns`` (0: no budget).
+(device error area), ``abort`` (the communicator's abort word), and ints ``rank``, ``peer``, ``channel``,
+``timeout_ns`` (0: no budget).
 The token arrays may hold several independent semaphores; ``idx`` picks one (default 0).
 Call signal/wait/poll from one thread; make the rest of the block wait with syncthreads.
 """
@@ -11,7 +12,7 @@ from __future__ import annotations
 
 from numba import cuda
 
-from .device_errors import OP_WAIT, record_timeout
+from .device_errors import OP_WAIT, aborted, record_abort, record_timeout
 from .ptx import (atomic_add_relaxed, atomic_add_release, globaltimer, load_acquire,
                   spin_pause)
 
@@ -40,18 +41,24 @@ def poll(sem, idx=0):
 
 @cuda.jit(device=True)
 def wait(sem, idx=0):
-    """Acquire-ordered wait for the next signal; False (error recorded) if the budget runs out."""
+    """Acquire-ordered wait for the next signal; False (error recorded) if the budget runs out or the host
+    aborts the communicator's waits."""
     want = sem.expected[idx] + 1
     sem.expected[idx] = want
     seen = load_acquire(sem.inbound, idx)
     if seen >= want:
         return True
     start = globaltimer()
+    spins = 0
     while True:
         spin_pause()
         seen = load_acquire(sem.inbound, idx)
         if seen >= want:
             return True
+        spins += 1
+        if aborted(sem.abort, spins):
+            record_abort(sem.err, OP_WAIT, sem.rank, sem.peer, sem.channel + idx, want, seen)
+            return False
         if sem.timeout_ns > 0 and globaltimer() - start > sem.timeout_ns:
             record_timeout(sem.err, OP_WAIT, sem.rank, sem.peer, sem.channel + idx, want, seen)
             return False

@@ -86,7 +86,7 @@ class KernelSpec:
         """Kernel parameters in order."""
         gpu = self.xplan.plan.gpus[self.rank]
         names = ["inp", "out", "scr"] + [f"rb{j}" for j in range(len(gpu.remote_buffers))]
-        names += [f"sem{p}" for p in self.peers] + ["st", "err", "tmo"]
+        names += [f"sem{p}" for p in self.peers] + ["st", "err", "abt", "tmo"]
         return names + ([] if self.size_class else ["chunk"])
 
     @property
@@ -112,7 +112,7 @@ class _Writer:
         self.gpu = self.plan.gpus[spec.rank]
         self.state = state_layout(spec.xplan, spec.rank)
         self.helpers: dict[str, list[str]] = {}
-        self.sync = ("D.group_sync(st, GROUPS, g, nt, err, RANK, tmo)" if spec.sim_threads
+        self.sync = ("D.group_sync(st, GROUPS, g, nt, err, abt, RANK, tmo)" if spec.sim_threads
                      else "cuda.syncthreads()")
         self.common = ", ".join(spec.arg_names[:-1] if not spec.size_class else spec.arg_names)
 
@@ -216,7 +216,7 @@ class _Writer:
         if name == "barrier":
             pos = self.xplan.barrier_ids.index(op.barrier_id)
             return [self.sync, "if tid == 0:",
-                    f"    D.tb_barrier(st, BARRIERS + {pos}, {op.num_threadblocks}, err, RANK, tmo)", self.sync]
+                    f"    D.tb_barrier(st, BARRIERS + {pos}, {op.num_threadblocks}, err, abt, RANK, tmo)", self.sync]
         if name in _SIGNAL:
             out = []
             for j, cid in enumerate(op.channel_ids):
@@ -226,7 +226,7 @@ class _Writer:
         if name in ("sem_acquire", "sem_release"):
             out = []
             for j, sid in enumerate(op.semaphore_ids):
-                call = (f"D.sem_acquire(st, SEMAPHORES + {sid}, err, RANK, tmo)" if name == "sem_acquire"
+                call = (f"D.sem_acquire(st, SEMAPHORES + {sid}, err, abt, RANK, tmo)" if name == "sem_acquire"
                         else f"D.sem_release(st, SEMAPHORES + {sid})")
                 out += [f"if tid == {j} % nt:", f"    {call}"]
             return out
@@ -273,7 +273,8 @@ class _Writer:
         if not shape.reduces:
             if op.name == "rppkt":
                 (sa, so), = srcs
-                return out + [f"D.forward_packets({da}, {do}, {sa}, {so}, n, tid, nt, flag, tmo, err, RANK, OP_PACKET)"
+                return out + [f"D.forward_packets({da}, {do}, {sa}, {so}, n, tid, nt, flag, tmo, err, abt, RANK, "
+                              f"OP_PACKET)"
                               for da, do in dsts]
             (sa, so), = srcs
             return out + [self.move(sa, so, da, do, src_roles[0], role) for (da, do), role in zip(dsts, dst_roles)]
@@ -284,7 +285,8 @@ class _Writer:
     @staticmethod
     def move(sa: str, so: str, da: str, do: str, src_role: str, dst_role: str) -> str:
         if src_role in PACKET_ROLES:
-            return f"P.unpack_packets_ll16({da}, {do}, {sa}, {so}, n, tid, nt, flag, tmo, err, RANK, -1, -1, OP_PACKET)"
+            return (f"P.unpack_packets_ll16({da}, {do}, {sa}, {so}, n, tid, nt, flag, tmo, err, abt, RANK, -1, -1, "
+                    f"OP_PACKET)")
         if dst_role in PACKET_ROLES:
             return f"P.put_packets_ll16({da}, {do}, {sa}, {so}, n, tid, nt, flag)"
         return f"P.copy_bytes({da}, {do}, {sa}, {so}, n, tid, nt)"
@@ -308,7 +310,7 @@ class _Writer:
         if name not in self.helpers:
             self.helpers[name] = _packet_reduce_helper(name, k, m)
         args = [x for pair in dsts + srcs for x in pair]
-        return f"{name}({', '.join(args)}, n, tid, nt, flag, tmo, err)"
+        return f"{name}({', '.join(args)}, n, tid, nt, flag, tmo, err, abt)"
 
 
 def _lookup(values: list[int], var: str) -> str:
@@ -397,7 +399,7 @@ def _packet_reduce_helper(name: str, k: int, m: int) -> list[str]:
     """``d0 = a0 (op) packets p_1 ... p_{k-1}``; the result also goes out as LL16 packets to m places."""
     dst = ["d0, e0"] + [f"q{j}, f{j}" for j in range(m)]
     src = ["a0, o0"] + [f"p{i}, u{i}" for i in range(1, k)]
-    out = ["@cuda.jit(device=True)", f"def {name}({', '.join(dst + src)}, n, tid, nt, flag, tmo, err):",
+    out = ["@cuda.jit(device=True)", f"def {name}({', '.join(dst + src)}, n, tid, nt, flag, tmo, err, abt):",
            f'    """d0 = a0 combined with {k - 1} packet source(s), 8 bytes per packet; also sent as packets '
            f'to {m} place(s)."""',
            "    fl = np.uint32(flag)",
@@ -408,7 +410,8 @@ def _packet_reduce_helper(name: str, k: int, m: int) -> list[str]:
            "        x0 = P.data_word(a0, o0 + w, rem)",
            "        x1 = P.data_word(a0, o0 + w + 4, rem - 4)"]
     for i in range(1, k):
-        out += [f"        y0, y1, ok = P.read_packet_ll16(p{i}, u{i} + j * 16, flag, tmo, err, RANK, -1, -1, OP_PACKET)",
+        out += [f"        y0, y1, ok = P.read_packet_ll16(p{i}, u{i} + j * 16, flag, tmo, err, abt, RANK, -1, -1, "
+                f"OP_PACKET)",
                 "        if not ok:", "            return False", "        " + _combine("x0", "y0"),
                 "        " + _combine("x1", "y1")]
     out += ["        P.put_word(d0, e0 + w, x0, rem)", "        P.put_word(d0, e0 + w + 4, x1, rem - 4)"]

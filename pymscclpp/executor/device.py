@@ -3,7 +3,7 @@
 ``st`` is the plan's persistent uint64 state array on this rank (see ``resources.StateLayout``): packet
 flags per thread block, barrier counters, plan semaphores, and, for the simulator variant, the barriers
 of the thread groups that stand in for thread blocks. Waits are bounded by ``timeout_ns`` (0: unbounded)
-and record a timeout in the error area like channel waits do.
+and the communicator's ``abort`` word, and record why they ended in the error area like channel waits do.
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from __future__ import annotations
 import numpy as np
 from numba import cuda
 
-from ..channels.device_errors import OP_WAIT, record_timeout
+from ..channels.device_errors import OP_WAIT, aborted, record_abort, record_timeout
 from ..channels.primitives import LL16_BYTES, LL16_DATA, read_packet_ll16
 from ..channels.ptx import globaltimer, load_acquire, spin_pause, store_release, store_v4_volatile
 
@@ -46,12 +46,17 @@ def split(size, index, slices, align):
 
 
 @cuda.jit(device=True)
-def _spin_until_at_least(st, i, target, err, rank, timeout_ns, what):
+def _spin_until_at_least(st, i, target, err, abort, rank, timeout_ns, what):
     if load_acquire(st, i) >= target:
         return True
     start = globaltimer()
+    spins = 0
     while load_acquire(st, i) < target:
         spin_pause()
+        spins += 1
+        if aborted(abort, spins):
+            record_abort(err, OP_WAIT, rank, -1, what, target, load_acquire(st, i))
+            return False
         if timeout_ns > 0 and globaltimer() - start > timeout_ns:
             record_timeout(err, OP_WAIT, rank, -1, what, target, load_acquire(st, i))
             return False
@@ -59,7 +64,7 @@ def _spin_until_at_least(st, i, target, err, rank, timeout_ns, what):
 
 
 @cuda.jit(device=True)
-def group_sync(st, base, g, nt, err, rank, timeout_ns):
+def group_sync(st, base, g, nt, err, abort, rank, timeout_ns):
     """Barrier of the ``nt`` threads playing thread block ``g`` (the simulator's stand-in for syncthreads):
     counter ``st[base + 2g]``, generation ``st[base + 2g + 1]``."""
     c = base + 2 * g
@@ -68,17 +73,17 @@ def group_sync(st, base, g, nt, err, rank, timeout_ns):
         st[c] = np.uint64(0)
         store_release(st, c + 1, gen + _ONE)
         return
-    _spin_until_at_least(st, c + 1, gen + _ONE, err, rank, timeout_ns, -2)
+    _spin_until_at_least(st, c + 1, gen + _ONE, err, abort, rank, timeout_ns, -2)
 
 
 @cuda.jit(device=True)
-def tb_barrier(st, i, num, err, rank, timeout_ns):
+def tb_barrier(st, i, num, err, abort, rank, timeout_ns):
     """One thread of each of ``num`` thread blocks meets the others at counter ``st[i]`` (monotonic: round
     k completes when it reaches (k+1)*num)."""
     cuda.threadfence()
     old = cuda.atomic.add(st, i, _ONE)
     target = (old // np.uint64(num) + _ONE) * np.uint64(num)
-    _spin_until_at_least(st, i, target, err, rank, timeout_ns, -3)
+    _spin_until_at_least(st, i, target, err, abort, rank, timeout_ns, -3)
     cuda.threadfence()
 
 
@@ -90,14 +95,19 @@ def sem_release(st, i):
 
 
 @cuda.jit(device=True)
-def sem_acquire(st, i, err, rank, timeout_ns):
+def sem_acquire(st, i, err, abort, rank, timeout_ns):
     """Take one unit of plan semaphore ``st[i]`` (one thread), waiting while it is 0."""
     start = globaltimer()
+    spins = 0
     while True:
         v = load_acquire(st, i)
         if v > np.uint64(0) and cuda.atomic.cas(st, i, v, v - _ONE) == v:
             break
         spin_pause()
+        spins += 1
+        if aborted(abort, spins):
+            record_abort(err, OP_WAIT, rank, -1, -4, 1, v)
+            break
         if timeout_ns > 0 and globaltimer() - start > timeout_ns:
             record_timeout(err, OP_WAIT, rank, -1, -4, 1, v)
             break
@@ -105,14 +115,15 @@ def sem_acquire(st, i, err, rank, timeout_ns):
 
 
 @cuda.jit(device=True)
-def forward_packets(dst, dst_off, pkt, pkt_off, nbytes, tid, nthreads, flag, timeout_ns, err, rank, op):
+def forward_packets(dst, dst_off, pkt, pkt_off, nbytes, tid, nthreads, flag, timeout_ns, err, abort, rank, op):
     """Wait for the LL16 packets carrying ``nbytes`` at ``pkt[pkt_off:]`` and store them, flag and all, at
     ``dst[dst_off:]`` (a peer's scratch): the read-put-packets op. False on timeout."""
     npkt = (nbytes + LL16_DATA - 1) // LL16_DATA
     f = np.uint32(flag)
     i = tid
     while i < npkt:
-        a, c, ok = read_packet_ll16(pkt, pkt_off + i * LL16_BYTES, flag, timeout_ns, err, rank, -1, -1, op)
+        a, c, ok = read_packet_ll16(pkt, pkt_off + i * LL16_BYTES, flag, timeout_ns, err, abort, rank, -1, -1,
+                                     op)
         if not ok:
             return False
         store_v4_volatile(dst, dst_off + i * LL16_BYTES, a, f, c, f)

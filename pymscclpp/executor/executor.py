@@ -207,7 +207,8 @@ class Executor:
                 layout: MessageLayout) -> PreparedLaunch:
         module, source_s = load_module(spec)
         values = {"inp": binding.kin, "out": binding.kout, "scr": scratch.scratch, "st": resources.state,
-                  "err": self.comm.error_area, "tmo": np.uint64(self.comm.timeout_ns), "chunk": np.int64(layout.chunk)}
+                  "err": self.comm.error_area, "abt": self.comm.abort_word, "tmo": np.uint64(self.comm.timeout_ns),
+                  "chunk": np.int64(layout.chunk)}
         values.update({f"rb{j}": arr for j, arr in enumerate(binding.remote)})
         values.update({f"sem{p}": h for p, h in resources.handles.items()})
         grid, block = spec.launch_dims

@@ -61,8 +61,12 @@ class Communicator:
         self.host_pool = HostPool(slots)
         self._err_buf = alloc(ERR_WORDS * 8)
         self.error_area = view_as(self._err_buf, np.int64)
+        self._abort_slot = self.host_pool.slots.take()  # host memory the device reads: see abort_device_waits
+        self.abort_word = self.host_pool.device_inbound(self._abort_slot)
         self.peer_pools = self._exchange_pools()
         self.liveness = LivenessMonitor(bootstrap).start() if liveness_enabled() and self.size > 1 else None
+        if self.liveness is not None:
+            self.liveness.on_death(lambda peer, _reason: self.abort_device_waits(peer))
         _log.info("rank %d/%d up on %s device %d (%d local peers)", self.rank, self.size,
                   "sim" if IS_SIM else "GPU", self.device, len(self.local_peers))
 
@@ -160,6 +164,11 @@ class Communicator:
         if text is not None:
             self.error_area.copy_to_device(np.zeros(ERR_WORDS, np.int64))
             raise CommTimeoutError(text)
+
+    def abort_device_waits(self, peer: int) -> None:
+        """End every device wait of this communicator's kernels, now and later, within microseconds (each
+        records why; ``check_device_errors`` then raises): the liveness monitor calls it when ``peer`` dies."""
+        self.host_pool.words[self._abort_slot] = np.uint64(peer + 1)
 
     def barrier(self) -> None:
         """Host barrier over the bootstrap."""

@@ -21,14 +21,8 @@ normally are not reported dead.
 MPI: heartbeats are not sent (MPI may not allow a second thread to communicate, and the launcher
 aborts a job whose rank died); the monitor then only reports bootstrap-detected losses.
 
-Hooking it into the Communicator is five lines (not done here; see docs/reliability.md)::
-
-    # Communicator.__init__, last lines
-    self.liveness = LivenessMonitor(bootstrap).start() if liveness_enabled() else None
-    # Communicator.check_device_errors, first line
-    if self.liveness is not None: self.liveness.check()
-    # Communicator.close, first line
-    if self.liveness is not None: self.liveness.stop()
+The runtime Communicator starts one (unless ``PYMSCCLPP_LIVENESS=0``), aborts its kernels' device waits
+when a peer dies (``on_death``), checks it first in ``check_device_errors`` and stops it in ``close``.
 """
 
 from __future__ import annotations

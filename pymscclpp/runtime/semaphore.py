@@ -16,7 +16,7 @@ import numpy as np
 from ..errors import CommTimeoutError, InvalidUsageError
 
 SemaphoreHandle = namedtuple(
-    "SemaphoreHandle", "inbound outbound expected err rank peer channel timeout_ns")
+    "SemaphoreHandle", "inbound outbound expected err abort rank peer channel timeout_ns")
 
 
 def _exchange_slot(comm, peer: int, slot: int, count: int, kind: str) -> int:
@@ -48,7 +48,8 @@ class Device2DeviceSemaphore:
         c, n = self.comm, self.count
         return SemaphoreHandle(c.device_pool.inbound(self.slot, n),
                                c.peer_pools[self.peer].device_inbound(self.peer_slot, n),
-                               c.device_pool.expected_counter(self.slot, n), c.error_area, np.int64(c.rank),
+                               c.device_pool.expected_counter(self.slot, n), c.error_area, c.abort_word,
+                               np.int64(c.rank),
                                np.int64(self.peer), np.int64(self.id), np.uint64(c.timeout_ns))
 
 
@@ -72,7 +73,7 @@ class Host2DeviceSemaphore:
         c = self.comm
         inbound = c.host_pool.device_inbound(self.slot)
         return SemaphoreHandle(inbound, inbound, c.device_pool.expected_counter(self._device_expected),
-                               c.error_area, np.int64(c.rank), np.int64(self.peer), np.int64(self.slot),
+                               c.error_area, c.abort_word, np.int64(c.rank), np.int64(self.peer), np.int64(self.slot),
                                np.uint64(c.timeout_ns))
 
 

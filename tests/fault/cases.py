@@ -6,6 +6,7 @@ returns what the test asserts on: error texts, elapsed times, and whether any ou
 
 from __future__ import annotations
 
+import threading
 import time
 
 import numpy as np
@@ -124,6 +125,19 @@ def per_communicator_budget(comm, state, timeout_s: float, kind: str = "semaphor
     try:
         s = _channel(comm2, {})
         return _lonely_wait(comm2, s, 0, kind, signal_after)
+    finally:
+        comm2.close()
+
+
+def wait_aborted_by_host(comm, state, kind: str, abort_after: float):
+    """A lonely wait on a second communicator whose host aborts its device waits after ``abort_after`` s, as
+    the liveness monitor does when a peer dies: it ends then, not at its budget."""
+    comm2 = _new_comm(comm)
+    try:
+        s = _channel(comm2, {})
+        if comm2.rank == 0:
+            threading.Timer(abort_after, comm2.abort_device_waits, args=(1,)).start()
+        return _lonely_wait(comm2, s, 0, kind)
     finally:
         comm2.close()
 

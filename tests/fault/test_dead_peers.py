@@ -69,8 +69,8 @@ def test_frozen_rank_sigstop_is_declared_dead_by_missing_heartbeats_and_the_barr
     assert 1 in out["dead"]
 
 
-def test_rank_killed_during_an_all_reduce_loop_surfaces_within_the_device_budget_and_names_the_peer():
-    budget = 2.0
+def test_rank_killed_during_an_all_reduce_loop_ends_survivors_kernels_early_and_names_the_peer():
+    budget = 60.0  # far longer than the test allows: the waits must end because the host aborted them
     job = Job(dead_cases.allreduce_loop_while_peer_dies, 3, env={"PYMSCCLPP_TIMEOUT_S": str(budget)}, victim=1)
     try:
         job.expect("ready", range(3), 60)
@@ -81,12 +81,9 @@ def test_rank_killed_during_an_all_reduce_loop_surfaces_within_the_device_budget
         raise
     outs = _finish(job, [0, 2], 60)
     for r, out in outs.items():
-        assert out["kind"] in ("PeerDisconnectedError", "CommTimeoutError"), out
-        assert out["text"].startswith(f"rank {r}: "), out
+        assert out["kind"] == "PeerDisconnectedError", out
+        assert out["text"].startswith(f"rank {r}: ") and "peer 1 (pid" in out["text"] and "is dead" in out["text"], out
         # a survivor is at most one all-reduce behind the victim; its last one may end in the fault itself
         assert out["good_iters"] >= reached - 1, "results before the kill must have been exact"
-        # kernels waiting on the dead rank end at their budget (2 simulated blocks run one after another)
-        assert out["at"] - killed < 2 * budget + 10, f"rank {r} took {out['at'] - killed:.1f} s"
-        if out["kind"] == "PeerDisconnectedError":
-            assert "peer 1 (pid" in out["text"] and "is dead" in out["text"], out
+        assert out["at"] - killed < 10, f"rank {r} took {out['at'] - killed:.1f} s (its waits' budget is {budget} s)"
         assert 1 in out["dead"], out

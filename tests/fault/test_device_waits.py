@@ -69,3 +69,17 @@ def test_env_timeout_zero_turns_device_budgets_off_and_a_late_signal_still_arriv
     assert out["timeout_s"] is None and out["timeout_ns"] == 0
     assert out["ok"] == 1 and out["text"] is None, out
     assert out["elapsed"] >= 1.2 * 0.9
+
+
+@pytest.mark.parametrize("kind, op", [("semaphore", "semaphore wait"), ("packet", "packet wait (unpack_packets)")])
+def test_host_abort_ends_a_wait_long_before_its_budget_and_says_a_peer_was_declared_dead(kind, op):
+    abort_after = 0.5
+    out = pool(PYMSCCLPP_TIMEOUT_S="60").run(cases.wait_aborted_by_host, kind=kind, abort_after=abort_after,
+                                             timeout=120)[0]
+    assert out["ok"] == 0, "an aborted wait must return False"
+    assert abort_after <= out["elapsed"] < abort_after + SLACK, out["elapsed"]
+    text = out["text"]
+    assert text.startswith(f"rank 0: {op} on channel {out['channel']} with peer 1 was aborted "
+                           "(the host declared a peer dead, see PeerDisconnectedError)"), text
+    if kind == "packet":
+        assert out["unchanged"], "an aborted packet wait must not write stale packet data to its output"

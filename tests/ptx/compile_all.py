@@ -31,7 +31,7 @@ from pymscclpp.channels.memory_channel import MemoryChannelHandle  # noqa: E402
 
 U8, U32 = types.Array(types.uint8, 1, "C"), types.Array(types.uint32, 1, "C")
 U64, I64 = types.Array(types.uint64, 1, "C"), types.Array(types.int64, 1, "C")
-CHANNEL = types.NamedTuple([U8, U8, U8, U64, U64, U64, I64, types.int64, types.int64, types.int64, types.uint64],
+CHANNEL = types.NamedTuple([U8, U8, U8, U64, U64, U64, I64, U64, types.int64, types.int64, types.int64, types.uint64],
                            MemoryChannelHandle)
 i64, b1 = types.int64, types.boolean
 
@@ -60,7 +60,7 @@ KERNELS = {
 }
 PATTERNS = ["ld.global.v4.u32", "st.global.v4.u32", "red.release.sys.global.add", "red.relaxed.sys",
             "ld.acquire.sys.global", "st.volatile.global.v4.u32", "ld.volatile.global.v4.u32",
-            "st.volatile.global.v2.u32", "ld.volatile.global.v2.u32", "%globaltimer"]
+            "st.volatile.global.v2.u32", "ld.volatile.global.v2.u32", "%globaltimer", "ld.relaxed.sys.global.b64"]
 
 for name, (kernel, sig) in KERNELS.items():
     ptx, _ = cuda.compile_ptx(kernel.py_func, sig, cc=(9, 0))

@@ -46,17 +46,17 @@ def launcher_env() -> None:
     os.environ.setdefault("MASTER_PORT", "29517")
 
 
-def make_layers(args, tp: int, rank: int) -> list[dict]:
+def make_layers(args, tp: int, rank: int, device: str = "cuda") -> list[dict]:
     """This rank's shards of every layer: weights N(0, 1/fan_in) so activations stay O(1)."""
     import torch
-    gen = torch.Generator(device="cuda").manual_seed(1234 + rank)
+    gen = torch.Generator(device=device).manual_seed(1234 + rank)
     q, kv = args.heads * args.head_dim // tp, args.kv_heads * args.head_dim // tp
     ffn = args.intermediate // tp
 
     def w(rows: int, cols: int) -> torch.Tensor:
-        return (torch.randn(rows, cols, generator=gen, device="cuda") / rows ** 0.5).to(torch.bfloat16)
+        return (torch.randn(rows, cols, generator=gen, device=device) / rows ** 0.5).to(torch.bfloat16)
 
-    ones = torch.ones(args.hidden, device="cuda", dtype=torch.bfloat16)
+    ones = torch.ones(args.hidden, device=device, dtype=torch.bfloat16)
     return [{"ln1": ones, "qkv": w(args.hidden, q + 2 * kv), "o": w(q, args.hidden),
              "ln2": ones, "gate_up": w(args.hidden, 2 * ffn), "down": w(ffn, args.hidden)}
             for _ in range(args.layers)]

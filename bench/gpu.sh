@@ -36,6 +36,7 @@ PYMSCCLPP_SOCKET_ADDR=127.0.0.1 run port_tests mpirun -np "$np" python3 tests/gp
 PYMSCCLPP_SOCKET_ADDR=127.0.0.1 run port_bench mpirun -np "$np" python3 -m pymscclpp.bench --op port_channel --json "$out/port.json"
 run nccl_api_tests mpirun -np "$np" python3 tests/gpu/run_nccl_api.py
 PYMSCCLPP_SOCKET_ADDR=127.0.0.1 run graph_replays mpirun -np "$np" python3 tests/gpu/run_graphs.py --replays 1000
+run soak mpirun -np "$np" python3 tests/fault/soak.py --iters 100000 --report 20000
 run allreduce_graph mpirun -np "$np" python3 -m pymscclpp.bench -b 1K -e 1G -f 4 --graph --check --json "$out/allreduce_graph.json"
 run allreduce_tune_packet mpirun -np "$np" python3 -m pymscclpp.bench -b 16K -e 1M -f 2 --graph --check --algo packet_wide --json "$out/tune_packet_wide.json"
 run allreduce_tune_simple mpirun -np "$np" python3 -m pymscclpp.bench -b 256K -e 32M -f 2 --graph --check --algo simple --json "$out/tune_simple.json"

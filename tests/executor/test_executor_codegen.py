@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 from executor.programs import allgather_scattered
 from pymscclpp.executor import ExecutionPlan
 from pymscclpp.executor.cache import kernel_key, load_module
-from pymscclpp.executor.codegen import KernelSpec, _lookup
+from pymscclpp.executor.codegen import KernelSpec, _lookup, _template_classes
 from pymscclpp.executor.layout import message_layout
 from pymscclpp.language.programs import PROGRAMS
 
@@ -144,3 +144,27 @@ def test_block_constant_lookup_expression_gives_every_members_value(values):
     assert all(eval(expr, {"g": k}) == v for k, v in enumerate(values))  # noqa: S307 (generated from ints only)
     if len(set(values)) == 1:
         assert expr == str(values[0])
+
+
+def _run_body(lines: list[str], i: int) -> dict:
+    """Execute generated body lines (4-space indented) as a function of ``i``; its local variables."""
+    scope: dict = {}
+    exec("def body(i, c):\n" + "\n".join(lines) + "\n    return {k: v for k, v in locals().items() if k[0] == 'v'}",
+         scope)  # noqa: S102 (lines built from ints by this test)
+    return scope["body"](i, 7)
+
+
+@given(st.lists(st.lists(st.integers(0, 50), min_size=3, max_size=3), min_size=1, max_size=6),
+       st.integers(1, 5))
+def test_each_member_of_a_template_class_computes_what_its_own_code_did(rows, nblocks):
+    # blocks alike up to integer constants: line j is "v{j} = a * c + b"; block t perturbs some constants
+    blocks = []
+    for t in range(nblocks):
+        lines = [f"    v{j} = {a + (t * t if flip % 2 else 0)} * c + {b + (t if flip % 3 == 0 else 0)}"
+                 for j, (a, b, flip) in enumerate(rows)]
+        blocks.append((t, lines))
+    classes = _template_classes(blocks)
+    assert len(classes) == 1 and classes[0][1] == list(range(nblocks))
+    template = classes[0][0]
+    for t, lines in blocks:
+        assert _run_body(template, t) == _run_body(lines, t)

@@ -142,6 +142,33 @@ def wait_aborted_by_host(comm, state, kind: str, abort_after: float):
         comm2.close()
 
 
+def executor_wait_aborted_by_host(comm, state, abort_after: float):
+    """An executor kernel on rank 0 whose peer never launches ends when the host aborts its communicator's
+    waits (set-up is collective; only rank 0 runs the call)."""
+    from pymscclpp.executor import ExecutionPlan, Executor
+    from pymscclpp.language.programs import PROGRAMS
+    comm2 = _new_comm(comm)
+    try:
+        executor = Executor(comm2)
+        plan = ExecutionPlan.from_plan(PROGRAMS["allreduce_allpairs"](comm2.size))
+        call = executor.prepare(plan, cuda.to_device(np.ones(64, np.float32)))
+        out = dict(text=None, elapsed=None)
+        if comm2.rank == 0:
+            threading.Timer(abort_after, comm2.abort_device_waits, args=(1,)).start()
+            start = time.monotonic()
+            try:
+                call.run()  # under the simulator, run() checks the device error area
+                out["text"] = _error_text(comm2)
+            except CommTimeoutError as exc:
+                out["text"] = str(exc)
+            out["elapsed"] = time.monotonic() - start
+        _sync(comm)
+        executor.close()
+        return out
+    finally:
+        comm2.close()
+
+
 def env_budget_off_wait_satisfied_later(comm, state, delay: float):
     """With PYMSCCLPP_TIMEOUT_S=0 a wait has no budget: it waits as long as the peer takes, then succeeds."""
     return _lonely_wait(comm, _channel(comm, state, "late"), 0, "semaphore", signal_after=delay)

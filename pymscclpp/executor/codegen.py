@@ -314,13 +314,14 @@ class _Writer:
 
 
 def _lookup(values: list[int], var: str) -> str:
-    """An expression of ``var`` giving ``values[var]``: the constant, ``a + b * var`` when affine, else a
-    tuple literal indexed at run time."""
+    """An expression of ``var`` giving ``values[var]``: the constant, ``(a + b * var)`` when affine, else a
+    tuple literal indexed at run time. Compound expressions are parenthesised: they replace a literal
+    anywhere (``n // 2`` must not become ``n // 2 * i``)."""
     a, b = values[0], (values[1] - values[0] if len(values) > 1 else 0)
     if any(v != a + b * k for k, v in enumerate(values)):
         return "(" + ", ".join(map(str, values)) + f")[{var}]"
     scaled = var if b == 1 else f"{b} * {var}"
-    return str(a) if b == 0 else scaled if a == 0 else f"({a} + {scaled})"
+    return str(a) if b == 0 else (var if b == 1 else f"({scaled})") if a == 0 else f"({a} + {scaled})"
 
 
 def _template_classes(blocks: list[tuple[int, list[str]]]) -> list[tuple[list[str], list[int]]]:

@@ -168,3 +168,11 @@ def test_each_member_of_a_template_class_computes_what_its_own_code_did(rows, nb
     template = classes[0][0]
     for t, lines in blocks:
         assert _run_body(template, t) == _run_body(lines, t)
+
+
+def test_affine_constants_keep_their_place_in_operator_precedence():
+    blocks = [(t, [f"    v0 = 2 ** {2 * t} * c", f"    v1 = c * 1000 // {4 * t + 1} % {3 * t + 7}"]) for t in range(3)]
+    (template, members), = _template_classes(blocks)
+    assert members == [0, 1, 2] and "2 ** (2 * i) * c" in template[0]
+    for t, lines in blocks:
+        assert _run_body(template, t) == _run_body(lines, t)

@@ -33,7 +33,8 @@ def handle(fifo: ff.Fifo, timeout_ns: int = 0, err=None) -> PortChannelHandle:
     word = np.zeros(1, np.uint64)
     err = np.zeros(ERR_WORDS, np.int64) if err is None else err
     return PortChannelHandle(f.triggers, f.ctrl, f.head, f.tail_cache, f.fifo_size, word, word.copy(), err,
-                             np.int64(0), np.int64(1), np.int64(2), np.uint64(timeout_ns), np.int64(0), np.int64(0))
+                             f.ctrl[ff.CTRL_ABORT:ff.CTRL_ABORT + 1], np.int64(0), np.int64(1), np.int64(2),
+                             np.uint64(timeout_ns), np.int64(0), np.int64(0))
 
 
 @_SETTINGS

@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
-from . import allreduce_kernels as k
+from . import reduce_kernels as k
 from .oneshot import OneShot
 
 
 class AllReduce(OneShot):
     """``packet``: LL16, one packet hop (small messages); ``simple``: puts plus one signal per block and peer,
-    in rounds (large messages). Launch parameters: the dtype kind and the reduction op codes."""
+    in rounds (large messages). ``launch(..., kind, op)`` take the dtype kind and reduction op codes."""
 
-    kernels = {"packet": k.allreduce_packets, "simple": k.allreduce_simple}
-    nparams = 2
+    kernels = {"packet": k.reduce_packets, "simple": k.reduce_simple}
+    nparams = 3
+
+    def launch(self, send, recv, nbytes: int, stream: int, kind: int, op: int) -> None:
+        # the send stride: every peer gets the whole buffer (all-reduce) or its own slot (reduce-scatter)
+        super().launch(send, recv, nbytes, stream, nbytes if self.send_all else 0, kind, op)

@@ -2,13 +2,10 @@
 
 from __future__ import annotations
 
-from . import reducescatter_kernels as k
-from .oneshot import OneShot
+from .allreduce import AllReduce
 
 
-class ReduceScatter(OneShot):
-    """One-shot all-pairs reduce-scatter; ``launch(..., kind, op)`` take the dtype kind and op codes."""
+class ReduceScatter(AllReduce):
+    """One-shot all-pairs reduce-scatter: the all-reduce kernels with slot p of ``send`` going to rank p."""
 
-    kernels = {"packet": k.reducescatter_packets, "simple": k.reducescatter_simple}
     send_all = True
-    nparams = 2

@@ -74,8 +74,9 @@ def put_bw(ch, nbytes, iters, initiator, out):
 
 
 @cuda.jit
-def put_ack(ch, nbytes, iters, initiator, out):
-    """Initiator: put_with_signal ``nbytes`` then wait for the peer's ack, ``iters`` times; out[0] = ns."""
+def pingpong(ch, nbytes, iters, echo, initiator, out):
+    """The initiator put_with_signal's ``nbytes`` and waits; the peer answers with the same (``echo``) or with
+    a bare signal (an ack), ``iters`` times; out[0] = ns."""
     if cuda.threadIdx.x == 0:
         _handshake(ch, initiator)
         t0 = globaltimer()
@@ -85,24 +86,10 @@ def put_ack(ch, nbytes, iters, initiator, out):
                 pc.wait(ch)
             else:
                 pc.wait(ch)
-                pc.signal(ch)
-        out[0] = globaltimer() - t0
-        pc.flush(ch)
-
-
-@cuda.jit
-def pingpong(ch, nbytes, iters, initiator, out):
-    """put_with_signal + wait ping-pong, the initiator first; out[0] = ns for ``iters`` round trips."""
-    if cuda.threadIdx.x == 0:
-        _handshake(ch, initiator)
-        t0 = globaltimer()
-        for _ in range(iters):
-            if initiator:
-                pc.put_with_signal(ch, 0, 0, nbytes)
-                pc.wait(ch)
-            else:
-                pc.wait(ch)
-                pc.put_with_signal(ch, 0, 0, nbytes)
+                if echo:
+                    pc.put_with_signal(ch, 0, 0, nbytes)
+                else:
+                    pc.signal(ch)
         out[0] = globaltimer() - t0
         pc.flush(ch)
 
@@ -215,12 +202,12 @@ def measure(comm, world, transport: str, big: int, reps: int, storm: int, lat_it
         out["put_GBps"] = by_size[str(big)]
         out["put_GBps_by_size"] = by_size
         iters = 8 if ipc else 4
-        ns = timer.median(put_ack, handle, big, iters, initiator)
+        ns = timer.median(pingpong, handle, big, iters, False, initiator)
         out["put_ack_GBps"] = big * iters / ns if initiator else None
         lat_iters = lat_iters or (2000 if ipc else 500)
-        ns = timer.median(pingpong, handle, 1024, lat_iters, initiator)
+        ns = timer.median(pingpong, handle, 1024, lat_iters, True, initiator)
         out["put_signal_wait_1KB_oneway_us"] = ns / 1e3 / (2 * lat_iters) if initiator else None
-        ns = timer.median(pingpong, handle, 0, lat_iters, initiator)
+        ns = timer.median(pingpong, handle, 0, lat_iters, True, initiator)
         out["signal_wait_oneway_us"] = ns / 1e3 / (2 * lat_iters) if initiator else None
         # one-sided from here on (the peer's token runs ahead of its waits: nothing waits on it later)
         ns = timer.median(push_to_completion, handle, 1024, lat_iters, active=initiator)

@@ -3,8 +3,9 @@
 Layout (int64[ERR_WORDS]): state (1 timed out, 2 aborted), op, rank, peer, channel, expected, seen, block.
 The first failing wait wins (compare-and-swap on ``state``); the host turns it into CommTimeoutError.
 
-The abort word (uint64[1] in host memory the device reads, set by the host when its liveness monitor
-declares a peer dead) ends every spinning wait within ``ABORT_CHECK_EVERY`` spins instead of its budget.
+An abort word (uint64[1] in host memory the device reads) ends every spinning wait on it within
+``ABORT_CHECK_EVERY`` spins instead of its budget: the communicator's, set when its liveness monitor
+declares a peer dead, and a proxy FIFO's, set when a proxy of the job fails (PortChannel waits).
 """
 
 from __future__ import annotations
@@ -60,7 +61,7 @@ def describe(err: np.ndarray) -> str | None:
         return None
     op = OP_NAMES.get(code, f"op {code}")
     if state == ABORTED:
-        ended = "was aborted (the host declared a peer dead, see PeerDisconnectedError)"
+        ended = "was aborted by the host (a peer declared dead: PeerDisconnectedError; or a proxy failed: ProxyError)"
     elif code == OP_PROXY_ABORT:
         ended = "was aborted (a proxy failed, see ProxyError)"
     else:

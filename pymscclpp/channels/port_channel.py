@@ -14,15 +14,12 @@ import numpy as np
 from numba import cuda
 
 from . import fifo
-from .device_errors import OP_PROXY_ABORT, OP_WAIT, record_timeout
-from .fifo import TRIGGER_DATA, TRIGGER_FLAG, TRIGGER_SYNC
-from .ptx import globaltimer, load_acquire, spin_pause
+from . import semaphore as sem
+from .fifo import CTRL_ABORT, TRIGGER_DATA, TRIGGER_FLAG, TRIGGER_SYNC
 
 PortChannelHandle = namedtuple(
     "PortChannelHandle",
-    "triggers ctrl head tail_cache fifo_size inbound expected err rank peer channel timeout_ns dst_id src_id")
-
-_ABORT_CHECK_EVERY = 64  # spins between reads of the (host-memory) abort word
+    "triggers ctrl head tail_cache fifo_size inbound expected err abort rank peer channel timeout_ns dst_id src_id")
 
 
 class PortChannel:
@@ -37,9 +34,11 @@ class PortChannel:
         f = self.proxy.fifo.device_handle()
         inbound, expected = self.proxy.semaphore_words(self.semaphore_id)
         c = self.proxy.comm
+        abort = f.ctrl[CTRL_ABORT:CTRL_ABORT + 1]  # the FIFO's abort word: waits end when any proxy fails
         return PortChannelHandle(f.triggers, f.ctrl, f.head, f.tail_cache, f.fifo_size, inbound, expected,
-                                 c.error_area, np.int64(c.rank), np.int64(self.peer), np.int64(self.semaphore_id),
-                                 np.uint64(c.timeout_ns), np.int64(self.dst_id), np.int64(self.src_id))
+                                 c.error_area, abort, np.int64(c.rank), np.int64(self.peer),
+                                 np.int64(self.semaphore_id), np.uint64(c.timeout_ns), np.int64(self.dst_id),
+                                 np.int64(self.src_id))
 
     def __repr__(self) -> str:
         return (f"<PortChannel rank {self.proxy.comm.rank} -> peer {self.peer}, semaphore {self.semaphore_id}, "
@@ -85,33 +84,11 @@ def flush(ch):
 @cuda.jit(device=True)
 def poll(ch):
     """True (and the expected token advanced) if the peer's next signal has arrived; never blocks."""
-    want = ch.expected[0] + np.uint64(1)
-    if load_acquire(ch.inbound, 0) >= want:
-        ch.expected[0] = want
-        return True
-    return False
+    return sem.poll(ch)
 
 
 @cuda.jit(device=True)
 def wait(ch):
     """Wait for the peer's next signal (acquire): its data has landed. False (error recorded) past the
-    budget, or soon after any proxy of the job failed."""
-    want = ch.expected[0] + np.uint64(1)
-    ch.expected[0] = want
-    seen = load_acquire(ch.inbound, 0)
-    if seen >= want:
-        return True
-    start = globaltimer()
-    spins = 0
-    while True:
-        spin_pause()
-        seen = load_acquire(ch.inbound, 0)
-        if seen >= want:
-            return True
-        spins += 1
-        if spins % _ABORT_CHECK_EVERY == 0 and fifo.aborted(ch):
-            record_timeout(ch.err, OP_PROXY_ABORT, ch.rank, ch.peer, ch.channel, want, seen)
-            return False
-        if ch.timeout_ns > 0 and globaltimer() - start > ch.timeout_ns:
-            record_timeout(ch.err, OP_WAIT, ch.rank, ch.peer, ch.channel, want, seen)
-            return False
+    budget, or soon after any proxy of the job failed (the handle's ``abort`` is its FIFO's abort word)."""
+    return sem.wait(ch)

@@ -328,21 +328,15 @@ class _Loader:
             cpath = f"{path}.channels[{i}]"
             ch = _dict_at(ch, cpath)
             ctype = self.channel_type(ch, "channel_type", cpath)
-            ids = _list(ch, "channel_ids", cpath)
-            for k, cid in enumerate(ids):
-                if isinstance(cid, bool) or not isinstance(cid, int) or cid < 0:
-                    raise _fail(f"{cpath}.channel_ids[{k}]", f"expected a channel index, got {cid!r}")
-            channels.setdefault(ctype, []).extend(ids)
+            channels.setdefault(ctype, []).extend(self.nat_item(cid, f"{cpath}.channel_ids[{k}]")
+                                                  for k, cid in enumerate(_list(ch, "channel_ids", cpath)))
         refs: dict[str, list[int]] = {}
         for i, ref in enumerate(_list(obj, "remote_buffer_refs", path, [])):
             rpath = f"{path}.remote_buffer_refs[{i}]"
             ref = _dict_at(ref, rpath)
             ctype = self.channel_type(ref, "access_channel_type", rpath)
-            ids = _list(ref, "remote_buffer_ids", rpath)
-            for k, bid in enumerate(ids):
-                if isinstance(bid, bool) or not isinstance(bid, int) or bid < 0:
-                    raise _fail(f"{rpath}.remote_buffer_ids[{k}]", f"expected a remote buffer index, got {bid!r}")
-            refs.setdefault(ctype, []).extend(ids)
+            refs.setdefault(ctype, []).extend(self.nat_item(bid, f"{rpath}.remote_buffer_ids[{k}]")
+                                              for k, bid in enumerate(_list(ref, "remote_buffer_ids", rpath)))
         ops = [self.op(_dict_at(op, f"{path}.ops[{i}]"), f"{path}.ops[{i}]", nested=False)
                for i, op in enumerate(_list(obj, "ops", path))]
         return ThreadBlock(j, ops, channels, refs)

@@ -79,8 +79,8 @@ def test_host_abort_ends_a_wait_long_before_its_budget_and_says_a_peer_was_decla
     assert out["ok"] == 0, "an aborted wait must return False"
     assert abort_after <= out["elapsed"] < abort_after + SLACK, out["elapsed"]
     text = out["text"]
-    assert text.startswith(f"rank 0: {op} on channel {out['channel']} with peer 1 was aborted "
-                           "(the host declared a peer dead, see PeerDisconnectedError)"), text
+    assert text.startswith(f"rank 0: {op} on channel {out['channel']} with peer 1 was aborted by the host "
+                           "(a peer declared dead: PeerDisconnectedError"), text
     if kind == "packet":
         assert out["unchanged"], "an aborted packet wait must not write stale packet data to its output"
 
@@ -89,6 +89,6 @@ def test_host_abort_ends_an_executor_kernel_whose_peer_never_launches():
     abort_after = 0.5
     out = pool(PYMSCCLPP_TIMEOUT_S="60").run(cases.executor_wait_aborted_by_host, abort_after=abort_after,
                                              timeout=180)[0]
-    assert out["text"] is not None and "was aborted (the host declared a peer dead" in out["text"], out
+    assert out["text"] is not None and "was aborted by the host (a peer declared dead" in out["text"], out
     assert out["text"].startswith("rank 0: semaphore wait on channel "), out["text"]
     assert abort_after <= out["elapsed"] < abort_after + SLACK + 10, out["elapsed"]  # + first-run codegen

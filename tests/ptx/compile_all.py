@@ -23,10 +23,9 @@ _dispatcher.get_current_device = lambda: pytypes.SimpleNamespace(compute_capabil
 import channel_cases  # noqa: E402
 import test_reduce  # noqa: E402
 import pymscclpp.bench.memory_channel as bench  # noqa: E402
-from pymscclpp.algos import allreduce_kernels as ark  # noqa: E402
 from pymscclpp.algos import allgather_kernels as agk  # noqa: E402
 from pymscclpp.algos import broadcast_kernels as bck  # noqa: E402
-from pymscclpp.algos import reducescatter_kernels as rsk  # noqa: E402
+from pymscclpp.algos import reduce_kernels as rdk  # noqa: E402
 from pymscclpp.channels.memory_channel import MemoryChannelHandle  # noqa: E402
 
 U8, U32 = types.Array(types.uint8, 1, "C"), types.Array(types.uint32, 1, "C")
@@ -41,15 +40,11 @@ KERNELS = {
     "get": (channel_cases._get_kernel, (CHANNEL, i64, i64, i64)),
     "packets": (channel_cases._packet_kernel, (CHANNEL, CHANNEL, U32, i64, i64, i64, i64, b1)),
     "reduce": (test_reduce._kernel, (U8, i64, U8, i64, U8, i64, i64, i64, i64)),
-    "allreduce_packets": (ark.allreduce_packets, (types.UniTuple(CHANNEL, 1), U8, U8, U8, U32, i64, i64, i64, i64,
-                                                  i64, i64)),
-    "allreduce_simple": (ark.allreduce_simple, (types.UniTuple(CHANNEL, 3), U8, U8, U8, U32, i64, i64, i64, i64,
-                                                i64, i64)),
+    "reduce_packets": (rdk.reduce_packets, (types.UniTuple(CHANNEL, 1), U8, U8, U8, U32) + (i64,) * 7),
+    "reduce_simple": (rdk.reduce_simple, (types.UniTuple(CHANNEL, 3), U8, U8, U8, U32) + (i64,) * 7),
     **{name: (kernel, (types.UniTuple(CHANNEL, 3), U8, U8, U8, U32) + (i64,) * nint)
        for name, kernel, nint in [("exchange_packets", agk.exchange_packets, 5),
                                   ("exchange_simple", agk.exchange_simple, 5),
-                                  ("reducescatter_packets", rsk.reducescatter_packets, 6),
-                                  ("reducescatter_simple", rsk.reducescatter_simple, 6),
                                   ("broadcast_packets", bck.broadcast_packets, 5),
                                   ("broadcast_simple", bck.broadcast_simple, 5)]},
     "bench_put": (bench.put_kernel, (CHANNEL, i64)),

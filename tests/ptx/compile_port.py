@@ -26,7 +26,8 @@ from pymscclpp.channels.port_channel import PortChannelHandle  # noqa: E402
 
 U64, I64, I32 = (types.Array(t, 1, "C") for t in (types.uint64, types.int64, types.int32))
 i64, u64, b1 = types.int64, types.uint64, types.boolean
-CHANNEL = types.NamedTuple([U64, U64, U64, U64, u64, U64, U64, I64, i64, i64, i64, u64, i64, i64], PortChannelHandle)
+CHANNEL = types.NamedTuple([U64, U64, U64, U64, u64, U64, U64, I64, U64, i64, i64, i64, u64, i64, i64],
+                           PortChannelHandle)
 
 KERNELS = {
     "ring": (port_cases._ring_kernel, (CHANNEL, CHANNEL, i64, i64, i64, i64, i64, I32)),
@@ -35,8 +36,7 @@ KERNELS = {
     "signal": (port_cases._signal_kernel, (CHANNEL, I32)),
     "bad_put": (port_cases._bad_put_kernel, (CHANNEL, CHANNEL, b1, I32)),
     "bench_put_bw": (bench.put_bw, (CHANNEL, i64, i64, b1, U64)),
-    "bench_put_ack": (bench.put_ack, (CHANNEL, i64, i64, b1, U64)),
-    "bench_pingpong": (bench.pingpong, (CHANNEL, i64, i64, b1, U64)),
+    "bench_pingpong": (bench.pingpong, (CHANNEL, i64, i64, b1, b1, U64)),
     "bench_push_to_completion": (bench.push_to_completion, (CHANNEL, i64, i64, U64)),
     "bench_trigger_storm": (bench.trigger_storm, (CHANNEL, i64, b1, U64)),
 }

@@ -1,5 +1,6 @@
-"""Reduce-scatter kernels: ``inp`` slot p goes to rank p's scratch (at slot ``rank``), and every rank reduces
-its own slot over all ranks in rank order, so results are bit-identical to a rank-order reduction. Channels,
+"""One-shot reducing kernels: ``inp[p * send_stride:][:nbytes]`` goes to rank p's scratch (at slot ``rank``),
+and every rank reduces its own slot over all ranks in rank order, so results are bit-identical on every rank.
+``send_stride`` 0 is an all-reduce (every peer gets the whole buffer), ``nbytes`` a reduce-scatter. Channels,
 scratch halves and block shares as in ``allgather_kernels``.
 """
 
@@ -16,33 +17,35 @@ from .blocks import (copy_to_peers, end_round, packet_share, packets_to_peers, r
 
 
 @cuda.jit
-def reducescatter_packets(chans, inp, out, scratch, flags, nbytes, slot_bytes, rank, nranks, kind, op):
-    """LL16 one-shot reduce-scatter of ``nbytes`` per slot: one packet hop."""
+def reduce_packets(chans, inp, out, scratch, flags, nbytes, slot_bytes, rank, nranks, send_stride, kind, op):
+    """LL16 one-shot reduction of ``nbytes`` per slot: one packet hop."""
     tid, nt = cuda.threadIdx.x, cuda.blockDim.x
     flag = mc.packet_flag_begin(flags)
     half = (flag % 2) * nranks * slot_bytes
     lo, n = packet_share(nbytes)
     if n > 0:
-        packets_to_peers(chans, half + rank * slot_bytes + 2 * lo, inp, lo, nbytes, rank, nranks, n, tid, nt, flag)
+        packets_to_peers(chans, half + rank * slot_bytes + 2 * lo, inp, lo, send_stride, rank, nranks, n, tid, nt,
+                         flag)
         ch = chans[0]
-        red.reduce_packets_ll16(out, lo, inp, rank * nbytes + lo, rank, scratch, half + 2 * lo, slot_bytes, nranks, n,
-                                tid, nt, flag, kind, op, ch.timeout_ns, ch.err, ch.abort, ch.rank, ch.channel,
-                                OP_PACKET)
+        red.reduce_packets_ll16(out, lo, inp, rank * send_stride + lo, rank, scratch, half + 2 * lo, slot_bytes,
+                                nranks, n, tid, nt, flag, kind, op, ch.timeout_ns, ch.err, ch.abort, ch.rank,
+                                ch.channel, OP_PACKET)
     end_round(flags, flag)
 
 
 @cuda.jit
-def reducescatter_simple(chans, inp, out, scratch, flags, nbytes, round_bytes, rank, nranks, kind, op):
-    """Put-and-signal reduce-scatter in rounds of ``round_bytes`` per slot. Needs ``nranks >= 2``."""
+def reduce_simple(chans, inp, out, scratch, flags, nbytes, round_bytes, rank, nranks, send_stride, kind, op):
+    """Puts and one signal per block and peer, then the reduction, in rounds of ``round_bytes`` per slot so
+    scratch stays bounded. Needs ``nranks >= 2`` (one rank is a copy)."""
     tid, nt = cuda.threadIdx.x, cuda.blockDim.x
     for rd in range((nbytes + round_bytes - 1) // round_bytes):
         flag = mc.packet_flag_begin(flags)
         half = (flag % 2) * nranks * round_bytes
         lo, n = round_share(nbytes, round_bytes, rd)
         at = rd * round_bytes + lo
-        copy_to_peers(chans, half + rank * round_bytes + lo, inp, at, nbytes, rank, nranks, n, tid, nt)
+        copy_to_peers(chans, half + rank * round_bytes + lo, inp, at, send_stride, rank, nranks, n, tid, nt)
         own = inp
-        own_off = rank * nbytes + at
+        own_off = rank * send_stride + at
         if rank >= 2:  # ``out`` may alias our slot, and is written before our turn in rank order comes
             prim.copy_bytes(scratch, half + rank * round_bytes + lo, inp, own_off, n, tid, nt)
             own = scratch

@@ -6,11 +6,10 @@ from __future__ import annotations
 
 from numba import cuda
 
-from ..channels import memory_channel as mc
 from ..channels import primitives as prim
 from ..channels.device_errors import OP_PACKET
-from .blocks import (copy_to_peers, copy_unless_same, end_round, packet_share, packets_to_peers, peer_rank,
-                     round_share, signal_and_wait_all)
+from .blocks import (begin_packets, begin_round, copy_to_peers, copy_unless_same, end_round, packets_to_peers,
+                     peer_rank, signal_and_wait_all)
 
 
 @cuda.jit
@@ -18,9 +17,7 @@ def exchange_packets(chans, inp, out, scratch, flags, nbytes, slot_bytes, rank, 
     """LL16 one-shot exchange: ``inp[p * send_stride:][:nbytes]`` lands in rank p's ``out`` slot ``rank``
     (``send_stride`` 0: all-gather, ``nbytes``: all-to-all); one packet hop."""
     tid, nt = cuda.threadIdx.x, cuda.blockDim.x
-    flag = mc.packet_flag_begin(flags)
-    half = (flag % 2) * nranks * slot_bytes
-    lo, n = packet_share(nbytes)
+    flag, half, lo, n = begin_packets(flags, nbytes, slot_bytes, nranks)
     if n > 0:
         packets_to_peers(chans, half + rank * slot_bytes + 2 * lo, inp, lo, send_stride, rank, nranks, n, tid, nt,
                          flag)
@@ -40,10 +37,7 @@ def exchange_simple(chans, inp, out, scratch, flags, nbytes, round_bytes, rank, 
     ``round_bytes`` per slot so scratch stays bounded."""
     tid, nt = cuda.threadIdx.x, cuda.blockDim.x
     for rd in range((nbytes + round_bytes - 1) // round_bytes):
-        flag = mc.packet_flag_begin(flags)
-        half = (flag % 2) * nranks * round_bytes
-        lo, n = round_share(nbytes, round_bytes, rd)
-        at = rd * round_bytes + lo
+        flag, half, lo, n, at = begin_round(flags, nbytes, round_bytes, rd, nranks)
         copy_to_peers(chans, half + rank * round_bytes + lo, inp, at, send_stride, rank, nranks, n, tid, nt)
         copy_unless_same(out, rank * nbytes + at, inp, rank * send_stride + at, n, tid, nt)
         signal_and_wait_all(chans, nranks)

@@ -45,6 +45,24 @@ def round_share(nbytes, round_bytes, rd):
 
 
 @cuda.jit(device=True)
+def begin_packets(flags, nbytes, slot_bytes, slots):
+    """(flag, scratch half, first byte, byte count) of the calling block's packet launch over ``slots`` scratch
+    slots of ``slot_bytes``: the half alternates with the flag's parity."""
+    flag = mc.packet_flag_begin(flags)
+    lo, n = packet_share(nbytes)
+    return flag, (flag % 2) * slots * slot_bytes, lo, n
+
+
+@cuda.jit(device=True)
+def begin_round(flags, nbytes, round_bytes, rd, slots):
+    """(flag, scratch half, first byte within the round, byte count, first byte of the buffer) of the calling
+    block in round ``rd`` over ``slots`` scratch slots of ``round_bytes``."""
+    flag = mc.packet_flag_begin(flags)
+    lo, n = round_share(nbytes, round_bytes, rd)
+    return flag, (flag % 2) * slots * round_bytes, lo, n, rd * round_bytes + lo
+
+
+@cuda.jit(device=True)
 def copy_unless_same(dst, dst_off, src, src_off, nbytes, tid, nthreads):
     """``copy_bytes``, skipped when source and destination are the same memory (in place)."""
     if address_of(dst, dst_off) != address_of(src, src_off):

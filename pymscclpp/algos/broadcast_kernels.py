@@ -10,7 +10,7 @@ from numba import cuda
 from ..channels import memory_channel as mc
 from ..channels import primitives as prim
 from ..channels.device_errors import OP_PACKET
-from .blocks import copy_unless_same, end_round, packet_share, peer_index, round_share
+from .blocks import begin_packets, begin_round, copy_unless_same, end_round, peer_index
 
 
 @cuda.jit
@@ -18,9 +18,7 @@ def broadcast_packets(chans, inp, out, scratch, flags, nbytes, slot_bytes, rank,
     """LL16 broadcast: a peer signals it is ready (its last launch is over), the root puts packets to it."""
     tid, nt = cuda.threadIdx.x, cuda.blockDim.x
     b = cuda.blockIdx.x
-    flag = mc.packet_flag_begin(flags)
-    half = (flag % 2) * slot_bytes
-    lo, n = packet_share(nbytes)
+    flag, half, lo, n = begin_packets(flags, nbytes, slot_bytes, 1)
     if rank == root:
         if tid < nranks - 1:
             mc.wait(chans[tid], b)
@@ -50,10 +48,7 @@ def broadcast_simple(chans, inp, out, scratch, flags, nbytes, round_bytes, rank,
         for _ in range(min(nrounds, 2)):
             mc.signal(chans[peer_index(root, rank)], b)
     for rd in range(nrounds):
-        flag = mc.packet_flag_begin(flags)
-        half = (flag % 2) * round_bytes
-        lo, n = round_share(nbytes, round_bytes, rd)
-        at = rd * round_bytes + lo
+        flag, half, lo, n, at = begin_round(flags, nbytes, round_bytes, rd, 1)
         if rank == root:
             if tid < nranks - 1:
                 mc.wait(chans[tid], b)

@@ -8,21 +8,17 @@ from __future__ import annotations
 
 from numba import cuda
 
-from ..channels import memory_channel as mc
 from ..channels import primitives as prim
 from ..channels import reduce as red
 from ..channels.device_errors import OP_PACKET
-from .blocks import (copy_to_peers, end_round, packet_share, packets_to_peers, round_share,
-                     signal_and_wait_all)
+from .blocks import begin_packets, begin_round, copy_to_peers, end_round, packets_to_peers, signal_and_wait_all
 
 
 @cuda.jit
 def reduce_packets(chans, inp, out, scratch, flags, nbytes, slot_bytes, rank, nranks, send_stride, kind, op):
     """LL16 one-shot reduction of ``nbytes`` per slot: one packet hop."""
     tid, nt = cuda.threadIdx.x, cuda.blockDim.x
-    flag = mc.packet_flag_begin(flags)
-    half = (flag % 2) * nranks * slot_bytes
-    lo, n = packet_share(nbytes)
+    flag, half, lo, n = begin_packets(flags, nbytes, slot_bytes, nranks)
     if n > 0:
         packets_to_peers(chans, half + rank * slot_bytes + 2 * lo, inp, lo, send_stride, rank, nranks, n, tid, nt,
                          flag)
@@ -39,10 +35,7 @@ def reduce_simple(chans, inp, out, scratch, flags, nbytes, round_bytes, rank, nr
     scratch stays bounded. Needs ``nranks >= 2`` (one rank is a copy)."""
     tid, nt = cuda.threadIdx.x, cuda.blockDim.x
     for rd in range((nbytes + round_bytes - 1) // round_bytes):
-        flag = mc.packet_flag_begin(flags)
-        half = (flag % 2) * nranks * round_bytes
-        lo, n = round_share(nbytes, round_bytes, rd)
-        at = rd * round_bytes + lo
+        flag, half, lo, n, at = begin_round(flags, nbytes, round_bytes, rd, nranks)
         copy_to_peers(chans, half + rank * round_bytes + lo, inp, at, send_stride, rank, nranks, n, tid, nt)
         own = inp
         own_off = rank * send_stride + at

@@ -119,6 +119,14 @@ def _build(gpu: bool, stream_write: bool):
         return np.int64(state[ST_CLOCK]) * 1000000000 + np.int64(state[ST_CLOCK + 1])
 
     @njit(nogil=True)
+    def issue(dst, src, size, stream, state):
+        """Start a (pending) copy on the stream; 0, or the driver's error code, also kept in state[ST_DETAIL]."""
+        rc = copy(dst, src, size, stream)
+        if rc != 0:
+            state[ST_DETAIL] = rc
+        return rc
+
+    @njit(nogil=True)
     def reject_reason(w0, w1, mem, sem):
         kind = (w1 >> np.uint64(50)) & np.uint64(7)
         sid = (w1 >> np.uint64(53)) & np.uint64(0x3FF)
@@ -165,12 +173,10 @@ def _build(gpu: bool, stream_write: bool):
             parity = ((tail // size) + np.uint64(1)) & np.uint64(1)
             if (w1 >> np.uint64(63)) != parity:
                 if pend_size != 0:  # the ring ran dry: start the deferred copy now
-                    rc = copy(pend_dst, pend_src, pend_size, stream)
+                    if issue(pend_dst, pend_src, pend_size, stream, state) != 0:
+                        return DRIVER
                     pend_size = np.uint64(0)
                     dirty = True
-                    if rc != 0:
-                        state[ST_DETAIL] = rc
-                        return DRIVER
                 if ctrl[CTRL_STOP] != 0 or ctrl[CTRL_ABORT] != 0:
                     return IDLE
                 t = now(state)
@@ -190,12 +196,10 @@ def _build(gpu: bool, stream_write: bool):
                 pass  # a 0-byte put: nothing to do on any transport
             elif reason != 0 or sem[sid, S_TRANSPORT] != CUDA_IPC_CODE:
                 if pend_size != 0:  # earlier triggers were popped: their copy is owed
-                    rc = copy(pend_dst, pend_src, pend_size, stream)
+                    if issue(pend_dst, pend_src, pend_size, stream, state) != 0:
+                        return DRIVER
                     pend_size = np.uint64(0)
                     dirty = True
-                    if rc != 0:
-                        state[ST_DETAIL] = rc
-                        return DRIVER
                 if reason != 0:
                     state[ST_DETAIL] = reason
                     return REJECT
@@ -208,29 +212,24 @@ def _build(gpu: bool, stream_write: bool):
                     pend_size += nbytes
                 else:
                     if pend_size != 0:
-                        rc = copy(pend_dst, pend_src, pend_size, stream)
-                        dirty = True
-                        if rc != 0:
-                            state[ST_DETAIL] = rc
+                        if issue(pend_dst, pend_src, pend_size, stream, state) != 0:
                             return DRIVER
+                        dirty = True
                     pend_dst = dst
                     pend_src = src
                     pend_size = nbytes
                 if kind == TRIGGER_DATA and nbytes >= MERGE_LIMIT:
-                    rc = copy(pend_dst, pend_src, pend_size, stream)  # large: nothing to gain by waiting
+                    # large: nothing to gain by waiting for a continuation
+                    if issue(pend_dst, pend_src, pend_size, stream, state) != 0:
+                        return DRIVER
                     pend_size = np.uint64(0)
                     dirty = True
-                    if rc != 0:
-                        state[ST_DETAIL] = rc
-                        return DRIVER
             if kind & (TRIGGER_FLAG | TRIGGER_SYNC):
                 if pend_size != 0:
-                    rc = copy(pend_dst, pend_src, pend_size, stream)
+                    if issue(pend_dst, pend_src, pend_size, stream, state) != 0:
+                        return DRIVER
                     pend_size = np.uint64(0)
                     dirty = True
-                    if rc != 0:
-                        state[ST_DETAIL] = rc
-                        return DRIVER
                 if kind & TRIGGER_FLAG:
                     value = sem[sid, S_VALUE] + np.uint64(1)
                     sem[sid, S_VALUE] = value

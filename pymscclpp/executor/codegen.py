@@ -18,8 +18,8 @@ import re
 from dataclasses import dataclass
 from functools import cached_property
 
-from ..language.opcodes import DATA_OPS, LP, PACKET_ROLES, RP, roles
-from ..language.plan import BufferRef, Op, ThreadBlock
+from ..plan.opcodes import DATA_OPS, LP, PACKET_ROLES, RP, roles
+from ..plan import BufferRef, Op, ThreadBlock
 from .plan import ExecutionPlan
 
 

@@ -16,7 +16,7 @@ import numpy as np
 
 from ..channels import reduce as red
 from ..errors import InvalidUsageError
-from ..language.plan import PlanError
+from ..plan import PlanError
 from ..runtime.backend import IS_SIM
 from ..runtime.memory import buffer_info
 from ..runtime.streams import stream_handle

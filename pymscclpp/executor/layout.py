@@ -11,8 +11,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from ..language.layout import IoLayout, io_layout
-from ..language.plan import PlanError
+from ..plan.layout import IoLayout, io_layout
+from ..plan import PlanError
 from .plan import ExecutionPlan
 
 VECTOR_BYTES = 16  # chunks are whole 16-byte vectors, so copies and LL16 packets stay aligned

@@ -11,8 +11,8 @@ import json
 import os
 from functools import cached_property
 
-from ..language.opcodes import DATA_OPS, PACKET_ROLES, roles
-from ..language.plan import Op, Plan, PlanError, load_plan
+from ..plan.opcodes import DATA_OPS, PACKET_ROLES, roles
+from ..plan import Op, Plan, PlanError, load_plan
 
 MAX_THREADS_PER_BLOCK = 1024
 PACKET_DATA = 8  # data bytes of one LL16 packet: packet windows must start on a packet

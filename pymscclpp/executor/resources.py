@@ -12,7 +12,7 @@ import numpy as np
 from numba import cuda
 
 from ..errors import BackendError, InvalidUsageError
-from ..language.plan import PlanError
+from ..plan import PlanError
 from ..runtime.backend import IS_SIM
 from ..runtime.memory import alloc, as_bytes
 from ..runtime.semaphore import Device2DeviceSemaphore

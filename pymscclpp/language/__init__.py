@@ -16,7 +16,7 @@ from .errors import DSLError
 from .general import JSON
 from .internal.types import BufferType, ChannelType, Chunk, ReduceOperationType, ReplicationPolicy, SyncType
 from .loop import LoopIterationContext
-from .plan import Plan, PlanError, load_plan
+from ..plan import Plan, PlanError, load_plan
 from .program import CollectiveProgram
 from .rank import Buffer, Rank, Semaphore
 from .thread_block_group import ThreadBlockGroup

@@ -17,7 +17,7 @@ from .internal.passes import run_passes
 from .internal.replicate import replicate_list, replicate_ops
 from .internal.emit import emit_gpu
 from .internal.types import BufferType, ChannelType, ReplicationPolicy
-from .layout import io_layout
+from ..plan.layout import io_layout
 from .rank import Semaphore  # noqa: F401
 from .utils import AlgoSpec
 

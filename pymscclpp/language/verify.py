@@ -11,7 +11,7 @@ import argparse
 import sys
 
 from .interpreter import DTYPES, InterpreterError, check_plan
-from .plan import PlanError, load_plan
+from ..plan import PlanError, load_plan
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -8,7 +8,7 @@ import pytest
 
 from executor import cases
 from pymscclpp.executor import ExecutionPlan
-from pymscclpp.language.plan import PlanError
+from pymscclpp.plan import PlanError
 from pymscclpp.language.programs import PROGRAMS
 from rankpool import RankPool
 

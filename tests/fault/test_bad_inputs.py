@@ -287,7 +287,7 @@ EXEC_PLANS = {
 
 @pytest.mark.parametrize("case", list(PLANS))
 def test_bad_plan_is_refused_by_load_plan_naming_where_and_leaves_the_source_unchanged(case):
-    from pymscclpp.language.plan import PlanError, load_plan
+    from pymscclpp.plan import PlanError, load_plan
     source = PLANS[case][0]()
     before = copy.deepcopy(source)
     with pytest.raises((PlanError, OSError)) as info:
@@ -299,7 +299,7 @@ def test_bad_plan_is_refused_by_load_plan_naming_where_and_leaves_the_source_unc
 @pytest.mark.parametrize("case", list(PLANS) + list(EXEC_PLANS))
 def test_bad_plan_is_refused_by_execution_plan(case):
     from pymscclpp.executor import ExecutionPlan
-    from pymscclpp.language.plan import PlanError
+    from pymscclpp.plan import PlanError
     make, words = {**PLANS, **EXEC_PLANS}[case]
     source = make()
     before = copy.deepcopy(source)

@@ -13,7 +13,7 @@ from pymscclpp.language.errors import DSLError
 from pymscclpp.language.general import JSON
 from pymscclpp.language.interpreter import RaceError, check_plan, run_plan
 from pymscclpp.language.loop import LoopIterationContext
-from pymscclpp.language.plan import load_plan
+from pymscclpp.plan import load_plan
 from pymscclpp.language.program import CollectiveProgram
 from pymscclpp.language.rank import Buffer, Rank, Semaphore
 

@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from pymscclpp.language.plan import PlanError, load_plan
+from pymscclpp.plan import PlanError, load_plan
 from pymscclpp.language.programs import allreduce_allpairs
 
 

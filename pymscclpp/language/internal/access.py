@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..layout import IoLayout
-from ..opcodes import DATA_OPS, PACKET_ROLES, roles
+from ...plan.layout import IoLayout
+from ...plan.opcodes import DATA_OPS, PACKET_ROLES, roles
 from .ir import IrOp, Ref
 from .types import BufferType, ChannelType
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..opcodes import DATA_OPS
+from ...plan.opcodes import DATA_OPS
 from .ir import IrOp, Ref
 from .types import ChannelType
 

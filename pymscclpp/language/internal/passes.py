@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Callable
 
-from ..layout import IoLayout
-from ..opcodes import CHANNEL_SYNC_OPS, SEMAPHORE_OPS
+from ...plan.layout import IoLayout
+from ...plan.opcodes import CHANNEL_SYNC_OPS, SEMAPHORE_OPS
 from .access import Access, accesses
 from .ir import IrOp
 from .types import ChannelType, SyncType

@@ -16,9 +16,9 @@ from typing import Callable, Sequence
 
 import numpy as np
 
-from ..layout import io_layout
-from ..opcodes import DATA_OPS, LP, PACKET_ROLES, PORT_ASYNC_OPS, roles
-from ..plan import BufferRef, Plan
+from ...plan.layout import io_layout
+from ...plan.opcodes import DATA_OPS, LP, PACKET_ROLES, PORT_ASYNC_OPS, roles
+from ...plan import BufferRef, Plan
 from .errors import DeadlockError, RaceError
 from .memory import Space
 from .state import MicroOp, Proxy, SignalQueue, Site, TbState

@@ -7,7 +7,7 @@ from typing import Sequence
 
 import numpy as np
 
-from ..plan import Plan, load_plan
+from ...plan import Plan, load_plan
 from .collectives import CHECKED, expected_outputs
 from .errors import CollectiveMismatchError, InterpreterError
 from .machine import Machine

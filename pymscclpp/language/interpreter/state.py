@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..plan import Op
+from ...plan import Op
 
 
 @dataclass

@@ -81,8 +81,20 @@ def last_call(path: str) -> list[int]:
     return list(out)
 
 
-def one_rank_comm() -> SimpleNamespace:
-    return SimpleNamespace(rank=0, size=1, bootstrap=LocalBootstrap.create(1)[0], _closables=[])
+class OneRankComm(SimpleNamespace):
+    """What the fallback needs of a communicator: rank, size, bootstrap, and extensions closed with it."""
+
+    def __init__(self):
+        super().__init__(rank=0, size=1, bootstrap=LocalBootstrap.create(1)[0], made={})
+
+    def extension(self, key, make=None):
+        if key not in self.made and make is not None:
+            self.made[key] = make(self)
+        return self.made.get(key)
+
+
+def one_rank_comm() -> OneRankComm:
+    return OneRankComm()
 
 
 def test_codes_are_nccl_h_values():
@@ -143,7 +155,7 @@ def test_binding_marshals_every_call(fake_lib, fake_lib_path):
     assert fake_lib.unique_id() == bytes(255 - i for i in range(128))
     comm = one_rank_comm()
     nccl = fb.fallback_for(comm)
-    assert fb.fallback_for(comm) is nccl and comm._closables == [nccl]
+    assert fb.fallback_for(comm) is nccl and comm.made == {fb.EXTENSION: nccl}
     nccl.all_reduce(0x1000, 0x2000, 3, "float64", "avg", 77)
     assert last_call(fake_lib_path) == [4, 0x1000, 3, 0x2000, 8, 4, 0xC0FFEE, 77]
     nccl.all_gather(0x1000, 0x2000, 5, "bfloat16", 0)
@@ -205,7 +217,7 @@ def test_unique_id_goes_from_rank_0_to_every_rank_over_the_bootstrap(monkeypatch
     handles = [None] * 3
 
     def rank(r):
-        comm = SimpleNamespace(rank=r, size=3, bootstrap=boots[r], _closables=[])
+        comm = SimpleNamespace(rank=r, size=3, bootstrap=boots[r])
         handles[r] = fb.NcclFallback(comm).ready()
 
     threads = [threading.Thread(target=rank, args=(r,)) for r in range(3)]

@@ -16,9 +16,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from numba import cuda
 
-import pymscclpp.channels.fifo as ff
-from pymscclpp.channels.device_errors import ERR_WORDS, OP_FIFO_PUSH, OP_PROXY_ABORT
-from pymscclpp.channels.port_channel import PortChannelHandle
+import pymscclpp.channels.fifo as dev_fifo
+import pymscclpp.runtime.fifo as ff
+from pymscclpp.runtime.device_errors import ERR_WORDS, OP_FIFO_PUSH, OP_PROXY_ABORT
+from pymscclpp.proxy.port_channel import PortChannelHandle
 from pymscclpp.errors import InvalidUsageError
 from pymscclpp.proxy import loop
 
@@ -55,7 +56,7 @@ def test_encode_refuses_fields_out_of_range(field, value):
 
 @cuda.jit
 def _encode_kernel(fields, out):
-    w0, w1 = ff.trigger_words(fields[0], fields[5], fields[3], fields[4], fields[2], fields[1], fields[6])
+    w0, w1 = dev_fifo.trigger_words(fields[0], fields[5], fields[3], fields[4], fields[2], fields[1], fields[6])
     out[0] = w0
     out[1] = w1
 
@@ -80,7 +81,7 @@ def test_device_encoding_saturates_fields_that_do_not_fit():
 def _push_kernel(ch, count, per_thread_base):
     tid = cuda.threadIdx.x
     for i in range(count):
-        ff.push(ch, np.uint64(tid), np.uint64(per_thread_base + i))
+        dev_fifo.push(ch, np.uint64(tid), np.uint64(per_thread_base + i))
 
 
 def _drain(fifo: ff.Fifo, total: int, pauses: list[float], out: list, budget: float = 60.0) -> None:

@@ -10,7 +10,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from pymscclpp.channels.fifo import TRIGGER_DATA, TRIGGER_FLAG, TRIGGER_SYNC, Trigger
+from pymscclpp.runtime.fifo import TRIGGER_DATA, TRIGGER_FLAG, TRIGGER_SYNC, Trigger
 from pymscclpp.errors import InvalidUsageError, ProxyError
 from pymscclpp.transports import (TRANSPORT_ENV, Offer, Transport, forced, frames, ib, ib_wire, negotiate,
                                   pack_offer, parse, propose, unpack_offer)

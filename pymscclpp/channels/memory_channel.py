@@ -1,14 +1,9 @@
-"""MemoryChannel: one-sided access to a peer's memory over NVLink/PCIe peer mappings (or shared memory).
-
-Host side: ``MemoryChannel(comm, peer, src, inbox)`` built by both ranks of a pair; ``inbox`` is
-the local buffer this rank exposes (the peer's ``dst``, and where the peer's packets land).
-Device side: functions taking the channel's plain-data handle; offsets are in bytes; ``tid`` and
-``nthreads`` spread a copy over cooperating threads.
+"""MemoryChannel, device side: one-sided access to a peer's memory through the plain-data handle that
+``runtime.memory_channel.MemoryChannel.device_handle()`` gives. Offsets are in bytes; ``tid`` and ``nthreads``
+spread a copy over cooperating threads.
 """
 
 from __future__ import annotations
-
-from collections import namedtuple
 
 import numpy as np
 from numba import cuda
@@ -16,33 +11,6 @@ from numba import cuda
 from . import primitives as prim
 from . import semaphore as sem
 from .device_errors import OP_PACKET
-
-MemoryChannelHandle = namedtuple(
-    "MemoryChannelHandle",
-    "src dst pkt inbound outbound expected err abort rank peer channel timeout_ns")
-
-
-class MemoryChannel:
-    """Host object of a channel from this rank to ``peer``; ``device_handle()`` is what kernels take."""
-
-    def __init__(self, comm, peer: int, src, inbox=None, semaphores: int = 1):
-        from ..runtime.memory import as_bytes
-        from ..runtime.semaphore import Device2DeviceSemaphore
-        inbox = src if inbox is None else inbox
-        self.comm, self.peer = comm, peer
-        self.semaphore = Device2DeviceSemaphore(comm, peer, semaphores)
-        self.remote = comm.exchange_memory(inbox, peer)
-        self.src = as_bytes(src)
-        self.inbox = as_bytes(inbox)
-
-    def device_handle(self) -> MemoryChannelHandle:
-        """Plain data: local src, the peer's inbox (dst), our inbox (pkt), and the semaphore words."""
-        s = self.semaphore.device_handle()
-        return MemoryChannelHandle(self.src, self.remote.array, self.inbox, s.inbound, s.outbound, s.expected,
-                                   s.err, s.abort, s.rank, s.peer, s.channel, s.timeout_ns)
-
-    def close(self) -> None:
-        self.remote.close()
 
 
 @cuda.jit(device=True)

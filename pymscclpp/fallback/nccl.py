@@ -17,6 +17,7 @@ DTYPES = {"int8": 0, "uint8": 1, "int32": 2, "uint32": 3, "int64": 4, "uint64": 
 OPS = {"sum": 0, "prod": 1, "max": 2, "min": 3, "avg": 4}
 INSTALL_HINT = f"pip install nvidia-nccl-cu13 (nvidia-nccl-cu12 for CUDA 12), or set {LIB_ENV} to libnccl.so.2's path"
 
+EXTENSION = "nccl_fallback"  # the communicator extension holding a communicator's NcclFallback
 _LOADED: tuple[Library | None, str] | None = None  # (library, why not) once looked for
 
 
@@ -144,8 +145,4 @@ def fallback_for(comm) -> NcclFallback | None:
     """``comm``'s NCCL fallback (one per communicator, closed with it), or None when NCCL cannot run here."""
     if not available():
         return None
-    fallback = getattr(comm, "_nccl_fallback", None)
-    if fallback is None:
-        fallback = comm._nccl_fallback = NcclFallback(comm)
-        comm._closables.append(fallback)
-    return fallback
+    return comm.extension(EXTENSION, NcclFallback)

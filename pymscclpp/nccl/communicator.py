@@ -65,8 +65,9 @@ class NcclCommunicator:
 
     def abort(self) -> None:
         """Abort the NCCL communicator (if made) without waiting for its work, then release everything."""
-        if self._comm is not None and getattr(self._comm, "_nccl_fallback", None) is not None:
-            self._comm._nccl_fallback.close(abort=True)
+        nccl = None if self._comm is None else self._comm.extension(fb.EXTENSION)
+        if nccl is not None:
+            nccl.close(abort=True)
         self.destroy()
 
     def check_async_error(self) -> None:

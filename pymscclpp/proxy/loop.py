@@ -16,7 +16,7 @@ from numba import njit, types
 from numba.core import cgutils
 from numba.extending import intrinsic
 
-from ..channels.fifo import CTRL_ABORT, CTRL_STOP, CTRL_TAIL, MAX_FIELD, TRIGGER_DATA, TRIGGER_FLAG, TRIGGER_SYNC
+from ..runtime.fifo import CTRL_ABORT, CTRL_STOP, CTRL_TAIL, MAX_FIELD, TRIGGER_DATA, TRIGGER_FLAG, TRIGGER_SYNC
 from ..transports import driver
 
 IDLE, HOST, REJECT, DRIVER = 0, 1, 2, 3

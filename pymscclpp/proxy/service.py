@@ -19,9 +19,9 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from .._log import get_logger
-from ..channels.fifo import CTRL_STOP, DEFAULT_SIZE, MAX_FIELD, MAX_MEMORIES, MAX_SEMAPHORES, TRIGGER_DATA, \
+from ..runtime.fifo import CTRL_STOP, DEFAULT_SIZE, MAX_FIELD, MAX_MEMORIES, MAX_SEMAPHORES, TRIGGER_DATA, \
     TRIGGER_FLAG, TRIGGER_SYNC, Fifo, decode
-from ..channels.port_channel import PortChannel
+from .port_channel import PortChannel
 from ..errors import InvalidUsageError, ProxyError
 from ..runtime.backend import IS_SIM
 from ..runtime.memory import RemoteMemory, buffer_info
@@ -106,12 +106,12 @@ class ProxyService:
         if peer in self._conns:
             return self._conns[peer]
         comm = self.comm
-        comm._check_peer(peer)
+        comm.check_peer(peer)
         from ..transports import ib
         same_host = comm.host_ids[peer] == comm.host_ids[comm.rank]
         choice = forced(self._transport, getattr(comm, "transport", None))
         mine = propose(same_host, ib.problem(), choice)
-        tag = comm._pair_tag(peer)
+        tag = comm.next_pair_tag(peer)
         comm.bootstrap.send(pack_offer(mine), peer, tag)
         transport = negotiate(mine, unpack_offer(comm.bootstrap.recv(peer, tag)))
         conn = _Connection(transport, Link.connect(comm, peer))
@@ -138,7 +138,7 @@ class ProxyService:
                 if m.local:
                     self._regions.add(mid, self._ib.register(m.base, m.size))
         qp = IbQueuePair(self._ib)
-        tag = self.comm._pair_tag(peer)
+        tag = self.comm.next_pair_tag(peer)
         self.comm.bootstrap.send(ib_wire.pack_qp_info(qp.info()), peer, tag)
         qp.connect(ib_wire.unpack_qp_info(self.comm.bootstrap.recv(peer, tag)))
         return qp
@@ -169,7 +169,7 @@ class ProxyService:
     def add_remote_memory(self, peer: int, inbox) -> int:
         """Expose our ``inbox`` to ``peer`` and get the peer's (a pair call); the id of the peer's inbox."""
         conn = self._connection(peer)
-        comm, tag = self.comm, self.comm._pair_tag(peer)
+        comm, tag = self.comm, self.comm.next_pair_tag(peer)
         if conn.transport == Transport.CUDA_IPC:
             comm.bootstrap.send(comm.register_memory(inbox).serialize(), peer, tag)
             remote = RemoteMemory(comm.bootstrap.recv(peer, tag), job_token=comm.job_token)
@@ -198,7 +198,7 @@ class ProxyService:
         sid = len(self._semaphores)
         if sid >= MAX_SEMAPHORES:
             raise InvalidUsageError(f"rank {self.comm.rank}: a ProxyService holds at most {MAX_SEMAPHORES} semaphores")
-        comm, tag = self.comm, self.comm._pair_tag(peer)
+        comm, tag = self.comm, self.comm.next_pair_tag(peer)
         dev = comm.device_pool
         if conn.transport == Transport.CUDA_IPC:
             slot = dev.slots.take()

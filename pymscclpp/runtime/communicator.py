@@ -12,7 +12,7 @@ import struct
 import numpy as np
 
 from .._log import get_logger
-from ..channels.device_errors import ERR_WORDS, describe
+from .device_errors import ERR_WORDS, describe
 from ..errors import CommTimeoutError, InvalidUsageError
 from . import config
 from .backend import IS_SIM
@@ -56,6 +56,7 @@ class Communicator:
         self.device = self._select_device(device)
         self._pair_seq = [0] * self.size
         self._closables = []
+        self._extensions: dict = {}
         slots = _max_semaphores()
         self.device_pool = DevicePool(slots, self.job_token, self.rank, self.device)
         self.host_pool = HostPool(slots)
@@ -114,14 +115,15 @@ class Communicator:
         return pools
 
     # -- pairwise setup -----------------------------------------------------------------------
-    def _check_peer(self, peer: int, same_host: bool = False) -> None:
+    def check_peer(self, peer: int, same_host: bool = False) -> None:
+        """Raise InvalidUsageError unless ``peer`` is another rank (on this host when ``same_host``)."""
         if not isinstance(peer, (int, np.integer)) or not 0 <= peer < self.size or peer == self.rank:
             raise InvalidUsageError(f"rank {self.rank}: peer {peer!r} is not another rank of 0..{self.size - 1}")
         if same_host and peer not in self.peer_pools:
             raise InvalidUsageError(f"rank {self.rank}: peer {peer} is on another host; memory channels and "
                                     "semaphores need the same host (use a PortChannel)")
 
-    def _pair_tag(self, peer: int) -> int:
+    def next_pair_tag(self, peer: int) -> int:
         """The next bootstrap tag of this pair's setup sequence (both sides advance in step)."""
         self._pair_seq[peer] += 1
         return _PAIR_TAG_BASE + self._pair_seq[peer]
@@ -132,9 +134,9 @@ class Communicator:
 
     def exchange_memory(self, buf, peer: int) -> RemoteMemory:
         """Register ``buf``, send it to ``peer``, and map the buffer ``peer`` sends back (pairwise)."""
-        self._check_peer(peer, same_host=True)
+        self.check_peer(peer, same_host=True)
         reg = self.register_memory(buf)
-        tag = self._pair_tag(peer)
+        tag = self.next_pair_tag(peer)
         self.bootstrap.send(reg.serialize(), peer, tag)
         remote = RemoteMemory(self.bootstrap.recv(peer, tag), job_token=self.job_token)
         if remote.rank != peer:
@@ -145,7 +147,7 @@ class Communicator:
     def memory_channel(self, peer: int, src, inbox=None, semaphores: int = 1):
         """A MemoryChannel to ``peer`` (both ranks call it): put from ``src`` into the peer's inbox;
         ``semaphores`` independent signal/wait tokens (e.g. one per thread block)."""
-        from ..channels.memory_channel import MemoryChannel
+        from .memory_channel import MemoryChannel
         if not isinstance(semaphores, (int, np.integer)) or isinstance(semaphores, bool) or semaphores < 1:
             raise InvalidUsageError(f"rank {self.rank}: semaphores={semaphores!r}: expected a positive integer")
         return MemoryChannel(self, peer, src, inbox, semaphores)
@@ -153,6 +155,14 @@ class Communicator:
     def memory_channels(self, peers, src, inbox=None, semaphores: int = 1) -> dict:
         """MemoryChannels to each of ``peers`` (in ascending order on every rank), keyed by peer."""
         return {p: self.memory_channel(p, src, inbox, semaphores) for p in sorted(peers)}
+
+    def extension(self, key: str, make=None):
+        """The object registered under ``key`` (made by ``make(self)`` on first use when given, else None);
+        it is closed with the communicator. Layers above keep per-communicator state here (the NCCL fallback)."""
+        if key not in self._extensions and make is not None:
+            obj = self._extensions[key] = make(self)
+            self._closables.append(obj)
+        return self._extensions.get(key)
 
     # -- errors and teardown ------------------------------------------------------------------
     def check_device_errors(self) -> None:

@@ -21,7 +21,7 @@ SemaphoreHandle = namedtuple(
 
 def _exchange_slot(comm, peer: int, slot: int, count: int, kind: str) -> int:
     """Send our first slot number and count to ``peer``; receive its own (the counts must agree)."""
-    tag = comm._pair_tag(peer)
+    tag = comm.next_pair_tag(peer)
     comm.bootstrap.send(np.array([slot, count], np.int64).tobytes(), peer, tag)
     data = comm.bootstrap.recv(peer, tag)
     if len(data) != 16:
@@ -37,7 +37,7 @@ class Device2DeviceSemaphore:
     """``count`` semaphores a kernel signals and a kernel on the peer's GPU waits on."""
 
     def __init__(self, comm, peer: int, count: int = 1):
-        comm._check_peer(peer, same_host=True)
+        comm.check_peer(peer, same_host=True)
         self.comm, self.peer, self.count = comm, peer, count
         self.slot = comm.device_pool.slots.take(count)
         self.peer_slot = _exchange_slot(comm, peer, self.slot, count, "device semaphore")
@@ -57,7 +57,7 @@ class Host2DeviceSemaphore:
     """The host signals, the peer's GPU waits (the proxy's completion signal); also the reverse pair."""
 
     def __init__(self, comm, peer: int):
-        comm._check_peer(peer, same_host=True)
+        comm.check_peer(peer, same_host=True)
         self.comm, self.peer = comm, peer
         self.slot = comm.host_pool.slots.take()
         self.peer_slot = _exchange_slot(comm, peer, self.slot, 1, "host-to-device semaphore")
@@ -81,7 +81,7 @@ class Host2HostSemaphore:
     """A semaphore between the host threads of two ranks on one host."""
 
     def __init__(self, comm, peer: int):
-        comm._check_peer(peer, same_host=True)
+        comm.check_peer(peer, same_host=True)
         self.comm, self.peer = comm, peer
         self.slot = comm.host_pool.slots.take()
         self.peer_slot = _exchange_slot(comm, peer, self.slot, 1, "host-to-host semaphore")

@@ -6,7 +6,7 @@ from __future__ import annotations
 import struct
 from typing import NamedTuple
 
-from ..channels.fifo import TRIGGER_DATA, TRIGGER_FLAG, Trigger
+from ..runtime.fifo import TRIGGER_DATA, TRIGGER_FLAG, Trigger
 from ..errors import ProxyError
 
 _QP = struct.Struct("!4sBBHII16sBBBx")  # magic, version, port, lid, qpn, psn, gid, mtu, gid index, is_global

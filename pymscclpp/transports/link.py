@@ -48,7 +48,7 @@ class Link:
     def connect(cls, comm, peer: int) -> "Link":
         """Both ranks of a pair call this in step; the connected link."""
         deadline = Deadline(comm.timeout_s)
-        tag = comm._pair_tag(peer)
+        tag = comm.next_pair_tag(peer)
         what = f"proxy link to peer {peer}"
         if comm.rank < peer:
             host = listen_address()

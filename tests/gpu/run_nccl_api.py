@@ -75,7 +75,7 @@ def mixed_group_and_send_recv(mine, ref, stream, count):
     assert cp.array_equal(f32, sum(data(count, ours.NCCL_FLOAT32, 1, r) for r in range(SIZE)))
     assert cp.array_equal(f64, sum(data(count, ours.NCCL_FLOAT64, 2, r) for r in range(SIZE)))
     assert cp.array_equal(got, data(count, ours.NCCL_FLOAT64, 3, (RANK - 1) % SIZE))
-    assert mine.communicator._nccl_fallback._handle is not None, "float64 did not go through NCCL"
+    assert mine.communicator.extension(fb.EXTENSION)._handle is not None, "float64 did not go through NCCL"
 
 
 def bad_pointer_count(mine, ref, stream):

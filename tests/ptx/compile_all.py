@@ -26,7 +26,7 @@ import pymscclpp.bench.memory_channel as bench  # noqa: E402
 from pymscclpp.algos import allgather_kernels as agk  # noqa: E402
 from pymscclpp.algos import broadcast_kernels as bck  # noqa: E402
 from pymscclpp.algos import reduce_kernels as rdk  # noqa: E402
-from pymscclpp.channels.memory_channel import MemoryChannelHandle  # noqa: E402
+from pymscclpp.runtime.memory_channel import MemoryChannelHandle  # noqa: E402
 
 U8, U32 = types.Array(types.uint8, 1, "C"), types.Array(types.uint32, 1, "C")
 U64, I64 = types.Array(types.uint64, 1, "C"), types.Array(types.int64, 1, "C")

@@ -22,7 +22,7 @@ _dispatcher.get_current_device = lambda: pytypes.SimpleNamespace(compute_capabil
 
 import port_cases  # noqa: E402
 import pymscclpp.bench.port_channel as bench  # noqa: E402
-from pymscclpp.channels.port_channel import PortChannelHandle  # noqa: E402
+from pymscclpp.proxy.port_channel import PortChannelHandle  # noqa: E402
 
 U64, I64, I32 = (types.Array(t, 1, "C") for t in (types.uint64, types.int64, types.int32))
 i64, u64, b1 = types.int64, types.uint64, types.boolean

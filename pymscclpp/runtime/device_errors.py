@@ -1,0 +1,37 @@
+"""The device error area's layout and its text: where a wait that ran out of budget, or was aborted, records
+what it waited for (``channels.device_errors`` writes it; the host turns it into CommTimeoutError).
+
+Layout (int64[ERR_WORDS]): state (1 timed out, 2 aborted), op, rank, peer, channel, expected, seen, block.
+The first failing wait wins (compare-and-swap on ``state``).
+
+An abort word (uint64[1] in host memory the device reads) ends every spinning wait on it within
+``ABORT_CHECK_EVERY`` spins instead of its budget: the communicator's, set when its liveness monitor
+declares a peer dead, and a proxy FIFO's, set when a proxy of the job fails (PortChannel waits).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+ERR_WORDS = 8
+OP_NAMES = {1: "semaphore wait", 2: "packet wait (unpack_packets)", 3: "fifo push", 4: "flush",
+            5: "packet wait (read_packets)", 6: "port channel wait"}
+OP_WAIT, OP_PACKET, OP_FIFO_PUSH, OP_FLUSH, OP_READ_PACKET, OP_PROXY_ABORT = 1, 2, 3, 4, 5, 6
+TIMED_OUT, ABORTED = 1, 2
+ABORT_CHECK_EVERY = 64  # spins between reads of the abort word (host memory: a slow read)
+
+
+def describe(err: np.ndarray) -> str | None:
+    """Human-readable text of a recorded timeout or abort, or None when the area is clear."""
+    state, code = int(err[0]), int(err[1])
+    if state == 0:
+        return None
+    op = OP_NAMES.get(code, f"op {code}")
+    if state == ABORTED:
+        ended = "was aborted by the host (a peer declared dead: PeerDisconnectedError; or a proxy failed: ProxyError)"
+    elif code == OP_PROXY_ABORT:
+        ended = "was aborted (a proxy failed, see ProxyError)"
+    else:
+        ended = "timed out"
+    return (f"rank {int(err[2])}: {op} on channel {int(err[4])} with peer {int(err[3])} {ended} "
+            f"in thread block {int(err[7])}: expected {int(err[5])}, saw {int(err[6])}")

@@ -1,7 +1,7 @@
 """DSL-generated all-reduce vs the hand-written kernel of the same algorithm, and executor start-up times.
 
 ``mpirun -np 2 python bench/executor.py [--json FILE] [--sizes 1024,1048576,268435456]``. For each size the
-Collective API's algorithm (``pymscclpp.algos.selector``: one-shot LL packets for small messages, one-shot
+Collective API's algorithm (``pymscclpp.algos.collection``: one-shot LL packets for small messages, one-shot
 puts + signals for large ones) is written in the DSL with the same grid (``instances`` = its blocks,
 ``num_threads_per_block`` = its threads), run by the executor, and both are timed with CUDA events over many
 back-to-back calls (median of several rounds, alternating). Also reports the executor's first-compile time
@@ -25,8 +25,7 @@ from mpi4py import MPI
 import pymscclpp
 from numba import cuda
 
-from pymscclpp.algos import selector
-from pymscclpp.channels import reduce as red
+from pymscclpp.algos import Call
 from pymscclpp.executor import ExecutionPlan, Executor
 from pymscclpp.executor import cache as kernel_cache
 from pymscclpp.language.channel import MemoryChannel
@@ -34,7 +33,8 @@ from pymscclpp.language.collectives import AllReduce
 from pymscclpp.language.general import JSON
 from pymscclpp.language.program import CollectiveProgram
 from pymscclpp.language.rank import Buffer, Rank
-from pymscclpp.runtime.memory import buffer_info
+from pymscclpp.runtime.backend import IS_SIM
+from pymscclpp.runtime.buffers import as_bytes, buffer_info
 
 
 def oneshot_allreduce(n: int, protocol: str, instances: int, threads: int) -> dict:
@@ -67,9 +67,8 @@ def oneshot_allreduce(n: int, protocol: str, instances: int, threads: int) -> di
 
 def matching_plan(comm, nbytes: int) -> tuple[str, ExecutionPlan]:
     """The hand-written algorithm the Collective API picks at ``nbytes``, and its DSL twin."""
-    table = selector.load_table()["all_reduce"]
-    name = next(algo for limit, algo in table if nbytes <= limit)
-    impl = selector.choose(comm, "all_reduce", nbytes, name)
+    name = next(algo for limit, algo in comm.algorithms.table["all_reduce"] if nbytes <= limit)
+    impl = comm.algorithms.get("all_reduce", name)
     protocol = "LL" if name.startswith("packet") else "Simple"
     return name, ExecutionPlan.from_plan(oneshot_allreduce(comm.size, protocol, impl.blocks, impl.threads))
 
@@ -136,16 +135,16 @@ def main() -> int:
             results.setdefault("start", {})[f"{nbytes}"] = start_times(comm, xplan, send, recv)
 
         prepared = ex.prepare(xplan, send, recv)
-        impl = selector.choose(comm, "all_reduce", nbytes, algo)
-        send_info, hand_info = buffer_info(send), buffer_info(recv_hand)
-        pairs = (comm._device_bytes(send, send_info), comm._device_bytes(recv_hand, hand_info))
-        kind, code = red.dtype_kind("float32"), red.op_code("sum")
+        impl = comm.algorithms.get("all_reduce", algo)
+        call = Call("all_reduce", send, recv_hand, (buffer_info(send).ptr, as_bytes(send) if IS_SIM else None),
+                    (buffer_info(recv_hand).ptr, as_bytes(recv_hand) if IS_SIM else None), nbytes, nbytes,
+                    "float32", "sum", 0, 0, False)
 
         def dsl():  # both sides through their prepared launches, so neither pays Python argument handling
             prepared.run(0)
 
         def hand():
-            impl.launch(pairs[0], pairs[1], nbytes, 0, kind, code)
+            impl.launch(call)
 
         dsl(), hand()
         cuda.synchronize()

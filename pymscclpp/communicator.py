@@ -1,5 +1,5 @@
 """The user-facing Communicator: the runtime one plus collectives (all_reduce, all_gather, reduce_scatter,
-broadcast, all_to_all) over tuned algorithms.
+broadcast, all_to_all) over a collection of algorithms it selects from, and ``register_algorithm`` for your own.
 
 Buffers are any ``__cuda_array_interface__`` object or torch tensor (numba simulator arrays under
 the simulator); every argument is checked before anything is launched.
@@ -9,14 +9,20 @@ from __future__ import annotations
 
 import numbers
 
-from .algos import selector
+from .algos.algorithm import REDUCING, Algorithm, Call
+from .algos.collection import AlgorithmCollection
 from .channels import reduce as red
-from .fallback import nccl as nccl_fallback
 from .errors import InvalidUsageError
-from .runtime.communicator import Communicator as _RuntimeCommunicator
-from .runtime.memory import buffer_info, bytes_view
+from .fallback import nccl as nccl_fallback
 from .runtime.backend import IS_SIM
-from .runtime.streams import as_numba_stream, stream_handle
+from .runtime.buffers import as_numba_stream, buffer_info, bytes_view, stream_handle
+from .runtime.communicator import Communicator as _RuntimeCommunicator
+
+
+def serves_reduction(dtype: str, op: str) -> bool:
+    """Whether pymscclpp's own algorithms reduce ``dtype`` (a name: float32, bfloat16, ...) with ``op`` (sum,
+    min, max, prod); the NCCL drop-in and the torch backend ask this too, and send the rest to NCCL."""
+    return dtype in red.DTYPE_KINDS and op in red.OPS
 
 
 class Communicator(_RuntimeCommunicator):
@@ -24,8 +30,21 @@ class Communicator(_RuntimeCommunicator):
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
-        self._algos: dict = {}
-        self._table = None  # the selection table, read on first use
+        self.algorithms: AlgorithmCollection = self.extension("algorithms", AlgorithmCollection)
+
+    def register_algorithm(self, algorithm, name: str | None = None, collective: str | None = None,
+                           prefer: bool = True) -> Algorithm:
+        """Add an algorithm on every rank alike: an ``Algorithm`` (e.g. ``KernelAlgorithm``), a DSL program
+        (``CollectiveProgram``), or a plan (``Plan``, parsed dict, JSON text or a path to a plan file). With
+        ``prefer`` it serves every call it can before the selection table's choice; else ``algo=name`` or the
+        tuner's table picks it."""
+        if not isinstance(algorithm, Algorithm):
+            from .algos.plan_algorithm import PlanAlgorithm
+            from .language.program import CollectiveProgram
+            plan = algorithm.to_dict() if isinstance(algorithm, CollectiveProgram) else algorithm
+            algorithm = PlanAlgorithm(plan, name, collective)
+        self.algorithms.register(algorithm, collective or algorithm.collective, name or algorithm.name, prefer)
+        return algorithm
 
     def _pair(self, what: str, sendbuf, recvbuf, recv_factor: int = 1, send_factor: int = 1):
         """Validated (send, recv) infos: recv holds ``recv_factor / send_factor`` times the send bytes."""
@@ -41,25 +60,27 @@ class Communicator(_RuntimeCommunicator):
                                     f"{send.count * recv_factor // send_factor} for a send buffer of {send.count}")
         return send, recv
 
-    def _nccl(self, what: str, exc: ValueError, dtype: str, op: str):
-        """The NCCL fallback for a call pymscclpp cannot serve, after checking NCCL could; else the error."""
+    def _nccl(self, what: str, dtype: str, op: str):
+        """The NCCL fallback for a reduction pymscclpp does not serve, after checking NCCL could; else the error."""
+        if dtype not in red.DTYPE_KINDS:
+            why = f"cannot reduce dtype {dtype}: supported are {', '.join(red.DTYPE_KINDS)}"
+        else:
+            why = f"unknown reduction op {op!r}: supported are {', '.join(red.OPS)}"
         if op not in nccl_fallback.OPS or dtype not in nccl_fallback.DTYPES:
-            raise InvalidUsageError(f"{what}: {exc}") from None
+            raise InvalidUsageError(f"{what}: {why}")
         impl = nccl_fallback.fallback_for(self)
         if impl is None:
-            raise nccl_fallback.missing(f"{what} of {dtype} with op {op!r}", str(exc)) from None
+            raise nccl_fallback.missing(f"{what} of {dtype} with op {op!r}", why)
         return impl
 
     def all_reduce(self, sendbuf, recvbuf=None, op: str = "sum", stream=None, algo: str | None = None) -> None:
         """Reduce ``sendbuf`` over all ranks into ``recvbuf`` (in place when None or the same buffer)."""
         send, recv = self._pair("all_reduce", sendbuf, recvbuf)
-        try:
-            kind, code = red.dtype_kind(send.dtype), red.op_code(op)
-        except ValueError as exc:  # a dtype or op pymscclpp has no algorithm for: NCCL serves it
-            self._nccl("all_reduce", exc, send.dtype, op).all_reduce(
+        if not serves_reduction(send.dtype, op):
+            self._nccl("all_reduce", send.dtype, op).all_reduce(
                 send.ptr, recv.ptr, send.count, send.dtype, op, stream_handle(stream, sendbuf, self.device))
             return
-        self._run("all_reduce", algo, send.nbytes, send.nbytes, sendbuf, send, recvbuf, recv, stream, kind, code)
+        self._run("all_reduce", algo, send.nbytes, send.nbytes, sendbuf, send, recvbuf, recv, stream, op)
 
     def all_gather(self, sendbuf, recvbuf, stream=None, algo: str | None = None) -> None:
         """Gather every rank's ``sendbuf`` into ``recvbuf`` (``size`` slots, rank r's at slot r); in place when
@@ -72,14 +93,12 @@ class Communicator(_RuntimeCommunicator):
         """Reduce slot r of every rank's ``sendbuf`` (``size`` slots) into rank r's ``recvbuf``, in rank order;
         in place when ``recvbuf`` is slot ``rank`` of ``sendbuf``."""
         send, recv = self._pair("reduce_scatter", sendbuf, recvbuf, send_factor=self.size)
-        try:
-            kind, code = red.dtype_kind(send.dtype), red.op_code(op)
-        except ValueError as exc:
-            self._nccl("reduce_scatter", exc, send.dtype, op).reduce_scatter(
+        if not serves_reduction(send.dtype, op):
+            self._nccl("reduce_scatter", send.dtype, op).reduce_scatter(
                 send.ptr, recv.ptr, recv.count, send.dtype, op, stream_handle(stream, sendbuf, self.device))
             return
         self._check_alias("reduce_scatter", recv, send, self.rank * recv.nbytes)
-        self._run("reduce_scatter", algo, send.nbytes, recv.nbytes, sendbuf, send, recvbuf, recv, stream, kind, code)
+        self._run("reduce_scatter", algo, send.nbytes, recv.nbytes, sendbuf, send, recvbuf, recv, stream, op)
 
     def all_to_all(self, sendbuf, recvbuf=None, stream=None, algo: str | None = None) -> None:
         """Send slot j of ``sendbuf`` (``size`` equal slots) to rank j's ``recvbuf`` slot ``rank`` (in place
@@ -97,7 +116,8 @@ class Communicator(_RuntimeCommunicator):
         if not isinstance(root, numbers.Integral) or isinstance(root, bool) or not 0 <= root < self.size:
             raise InvalidUsageError(f"broadcast: root must be a rank in [0, {self.size}), got {root!r}")
         self._check_alias("broadcast", send, recv, 0)
-        self._run("broadcast", algo, send.nbytes, send.nbytes, sendbuf, send, recvbuf, recv, stream, int(root))
+        self._run("broadcast", algo, send.nbytes, send.nbytes, sendbuf, send, recvbuf, recv, stream, "sum",
+                  int(root))
 
     def _check_alias(self, what: str, inner, outer, offset: int) -> None:
         """Raise unless ``inner`` is disjoint from ``outer`` or exactly its bytes from ``offset`` (in place)."""
@@ -107,21 +127,21 @@ class Communicator(_RuntimeCommunicator):
             where = "the same buffer" if inner.nbytes == outer.nbytes else f"slot {self.rank} of the larger one"
             raise InvalidUsageError(f"{what}: send and receive buffers overlap; in place, pass {where}")
 
-    def _run(self, collective: str, algo, select_bytes: int, nbytes: int, sendbuf, send, recvbuf, recv, stream,
-             *params: int) -> None:
+    def _run(self, collective: str, algo, size: int, nbytes: int, sendbuf, send, recvbuf, recv, stream,
+             op: str = "sum", root: int = 0) -> None:
         """Launch ``collective`` on checked buffers moving ``nbytes`` per slot (a copy on one rank)."""
         if nbytes == 0:
             return
         out = sendbuf if recvbuf is None else recvbuf
-        handle = stream_handle(stream, sendbuf, self.device)
         if self.size == 1:
             if recv.ptr != send.ptr:
                 bytes_view(out, recv).copy_to_device(bytes_view(sendbuf, send), stream=as_numba_stream(stream))
             return
-        impl = selector.choose(self, collective, select_bytes, algo)
-        impl.launch(self._device_bytes(sendbuf, send), self._device_bytes(out, recv), nbytes, handle, *params)
-
-    @staticmethod
-    def _device_bytes(obj, info) -> tuple:
-        """(address, array) of a validated buffer: kernels on GPUs need only the address."""
-        return (info.ptr, bytes_view(obj, info) if IS_SIM else None)
+        in_place = recv.ptr == send.ptr if collective not in ("all_gather", "reduce_scatter") else \
+            (send.ptr == recv.ptr + self.rank * send.nbytes if collective == "all_gather"
+             else recv.ptr == send.ptr + self.rank * recv.nbytes)
+        call = Call(collective, sendbuf, out, (send.ptr, bytes_view(sendbuf, send) if IS_SIM else None),
+                    (recv.ptr, bytes_view(out, recv) if IS_SIM else None), nbytes, size, send.dtype,
+                    op if collective in REDUCING else "sum", root, stream_handle(stream, sendbuf, self.device),
+                    in_place)
+        self.algorithms.select(call, algo).launch(call)

@@ -23,21 +23,21 @@ def test_tuner_merges_runs_of_one_winner_and_covers_every_larger_size():
 
 
 def test_tuner_table_round_trips_through_the_selector(tmp_path, monkeypatch):
-    from pymscclpp.algos import selector
+    from pymscclpp.algos import collection
     path = tmp_path / "t.json"
     path.write_text(json.dumps({"all_reduce": table_from_winners([(1024, "packet"), (1 << 20, "simple")])}))
     monkeypatch.setenv("PYMSCCLPP_TUNING_FILE", str(path))
-    assert selector.load_table()["all_reduce"] == [(1024.0, "packet"), (float("inf"), "simple")]
+    assert collection.load_table()["all_reduce"] == [(1024.0, "packet"), (float("inf"), "simple")]
 
 
 def test_bad_tuning_file_is_named_in_the_error(tmp_path, monkeypatch):
-    from pymscclpp.algos import selector
+    from pymscclpp.algos import collection
     from pymscclpp.errors import InvalidUsageError
     path = tmp_path / "bad.json"
     path.write_text("{not json")
     monkeypatch.setenv("PYMSCCLPP_TUNING_FILE", str(path))
     with pytest.raises(InvalidUsageError, match="bad.json"):
-        selector.load_table()
+        collection.load_table()
 
 
 def test_plot_writes_a_png_with_both_series(tmp_path):

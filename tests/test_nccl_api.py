@@ -17,7 +17,7 @@ from pymscclpp.errors import InvalidUsageError
 from pymscclpp.fallback import nccl as fb
 from pymscclpp.nccl import buffers, group, ids
 from pymscclpp.runtime.bootstrap import UniqueId
-from pymscclpp.runtime.memory import buffer_info
+from pymscclpp.runtime.buffers import buffer_info
 from rankpool import RankPool
 
 # cupy_backends/cuda/libs/nccl.pxd

@@ -25,7 +25,7 @@ def test_wait_loops_are_bounded_by_the_global_timer(ptx_counts):
 
 
 def test_semaphore_and_packet_waits_also_read_the_hosts_abort_word(ptx_counts):
-    for kernel in ("ring_pingpong", "packets", "reduce_packets", "reduce_simple"):
+    for kernel in ("ring_pingpong", "packets", "reduce_2ranks", "reduce", "exchange", "broadcast"):
         assert ptx_counts[kernel, "ld.relaxed.sys.global.b64"] > 0, kernel
 
 

@@ -1,5 +1,8 @@
-"""Block helpers every one-shot collective kernel shares: which slice a block owns, the per-round
-signal/wait with every peer, and the end of a round. Scratch halves alternate by per-block flag parity.
+"""Block helpers every one-shot collective kernel shares, the protocol a parameter (as NCCL's primitives take
+it): which slice a block owns, sending to peers' scratch, the round's synchronisation, receiving from scratch,
+and the end of a round. ``LL``: one round of LL16 packets (scratch holds 2 bytes per data byte); ``SIMPLE``:
+rounds of ``slot_bytes`` per slot, puts and one signal per block and peer. Scratch halves alternate by per-block
+flag parity.
 """
 
 from __future__ import annotations
@@ -8,7 +11,11 @@ from numba import cuda
 
 from ..channels import memory_channel as mc
 from ..channels import primitives as prim
+from ..channels.device_errors import OP_PACKET
 from ..channels.ptx import address_of
+
+LL, SIMPLE = 0, 1
+PROTOCOLS = {"packet": LL, "simple": SIMPLE}
 
 
 @cuda.jit(device=True)
@@ -89,15 +96,60 @@ def end_round(flags, flag):
 
 
 @cuda.jit(device=True)
-def packets_to_peers(chans, dst_off, src, src_off, send_stride, rank, nranks, n, tid, nthreads, flag):
-    """LL16-pack ``n`` bytes into every peer's scratch at ``dst_off``: peer p's from ``src[p * send_stride + src_off:]``."""
-    for j in range(nranks - 1):
-        prim.put_packets_ll16(chans[j].dst, dst_off, src, peer_rank(j, rank) * send_stride + src_off, n, tid,
-                              nthreads, flag)
+def rounds(proto, nbytes, slot_bytes):
+    """Rounds a call of ``nbytes`` per slot takes: one for packets, else one per ``slot_bytes``."""
+    if proto == LL:
+        return 1
+    return (nbytes + slot_bytes - 1) // slot_bytes
 
 
 @cuda.jit(device=True)
-def copy_to_peers(chans, dst_off, src, src_off, send_stride, rank, nranks, n, tid, nthreads):
-    """Put ``n`` bytes into every peer's scratch at ``dst_off``: peer p's from ``src[p * send_stride + src_off:]``."""
+def begin(proto, flags, nbytes, slot_bytes, rd, slots):
+    """(flag, scratch half, first byte within the round, byte count, first byte of the buffer) of the calling
+    block in round ``rd`` over ``slots`` scratch slots."""
+    if proto == LL:
+        flag, half, lo, n = begin_packets(flags, nbytes, slot_bytes, slots)
+        return flag, half, lo, n, lo
+    return begin_round(flags, nbytes, slot_bytes, rd, slots)
+
+
+@cuda.jit(device=True)
+def scale(proto):
+    """Scratch bytes per data byte."""
+    return 2 if proto == LL else 1
+
+
+@cuda.jit(device=True)
+def send(proto, dst, dst_off, src, src_off, n, tid, nthreads, flag):
+    """Move ``n`` bytes of ``src`` into scratch ``dst`` (a peer's): as packets, or as they are."""
+    if proto == LL:
+        prim.put_packets_ll16(dst, dst_off, src, src_off, n, tid, nthreads, flag)
+    else:
+        prim.copy_bytes(dst, dst_off, src, src_off, n, tid, nthreads)
+
+
+@cuda.jit(device=True)
+def send_to_peers(proto, chans, dst_off, src, src_off, send_stride, rank, nranks, n, tid, nthreads, flag):
+    """``send`` ``n`` bytes into every peer's scratch at ``dst_off``: peer p's from ``src[p * send_stride +
+    src_off:]``."""
     for j in range(nranks - 1):
-        prim.copy_bytes(chans[j].dst, dst_off, src, peer_rank(j, rank) * send_stride + src_off, n, tid, nthreads)
+        send(proto, chans[j].dst, dst_off, src, peer_rank(j, rank) * send_stride + src_off, n, tid, nthreads, flag)
+
+
+@cuda.jit(device=True)
+def receive(proto, dst, dst_off, scratch, off, n, tid, nthreads, flag, ch):
+    """Move ``n`` bytes a peer sent into our ``scratch`` at ``off`` to ``dst``: waiting for its packets (errors
+    recorded in ``ch``), or copying after the round's signal."""
+    if proto == LL:
+        prim.unpack_packets_ll16(dst, dst_off, scratch, off, n, tid, nthreads, flag, ch, OP_PACKET)
+    else:
+        prim.copy_bytes(dst, dst_off, scratch, off, n, tid, nthreads)
+
+
+@cuda.jit(device=True)
+def sync_round(proto, chans, nranks):
+    """Between sending and receiving: simple signals and waits every peer; packets carry their own flags."""
+    if proto == LL:
+        cuda.syncthreads()
+    else:
+        signal_and_wait_all(chans, nranks)

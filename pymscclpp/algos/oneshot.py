@@ -1,58 +1,147 @@
-"""``OneShot``: the set-up every one-shot collective shares (scratch, channels, flags, a prepared launch on
-a fixed grid), built once per communicator and patched per call.
+"""One-shot algorithms: every rank exchanges its data with every peer in one hop (LL16 packets) or in rounds of
+puts and signals (simple), through channels, scratch and flags shared by every one-shot algorithm of a protocol
+and grid on the communicator, built once and patched per call.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
+from ..channels import reduce as red
+from ..runtime.backend import IS_SIM
+from ..runtime.launch import Launch
 from ..runtime.memory import alloc
-from .launch import PatchableLaunch
+from .algorithm import Algorithm, Call, Constraint
+from . import allgather_kernels, broadcast_kernels, reduce_kernels
+from .blocks import PROTOCOLS
+
+PACKET_MAX = 1 << 20  # the largest message a packet algorithm serves
 
 
-class OneShot:
-    """Scratch of two halves of ``size`` slots (one for ``rooted`` collectives), MemoryChannels to every peer
-    with one semaphore per block, per-block flags, and a fixed grid so every block's flag advances in step.
+def simple_round_bytes(size: int) -> int:
+    """Bytes per slot and round of the simple protocol: 32 MB, less from 5 ranks up so scratch stays <= 256 MB."""
+    if IS_SIM:
+        return 1 << 16
+    return max(1 << 20, min(32 << 20, (128 << 20) // size)) // 16 * 16
 
-    A call moves ``nbytes`` per slot (what one rank sends one peer); ``max_bytes`` bounds the selection size
-    (the buffer holding every slot). Kernels take ``(chans, inp, out, scratch, flags, nbytes, slot_bytes,
-    rank, nranks, *params)``, ``params`` being ``nparams`` integers given to ``launch``."""
 
-    kernels: dict = {}
-    send_all = recv_all = rooted = False  # the send / receive buffer holds ``size`` slots; one sender
-    nparams = 0
+class Lanes:
+    """What the one-shot algorithms of one protocol and grid share on a communicator: a MemoryChannel to every
+    peer with one semaphore per block, a scratch of two halves of ``size`` slots of ``slot_bytes``, and one flag
+    per block. Sharing is safe because a communicator's calls run one after another (as with NCCL), and every
+    block's flag advances by one per launch (packets) or round (simple) whichever algorithm runs."""
 
-    def __init__(self, comm, name: str, slot_bytes: int, blocks: int, threads: int, max_bytes: float):
+    def __init__(self, comm, blocks: int, slot_bytes: int):
         from numba import cuda
-        self.comm, self.name, self.max_bytes, self.blocks, self.threads = comm, name, max_bytes, blocks, threads
-        size = comm.size
-        self.scratch = alloc(2 * (1 if self.rooted else size) * slot_bytes)
-        peers = [p for p in range(size) if p != comm.rank]
+        self.blocks, self.slot_bytes = blocks, slot_bytes
+        self.scratch = alloc(2 * comm.size * slot_bytes)
+        peers = [p for p in range(comm.size) if p != comm.rank]
         chans = comm.memory_channels(peers, src=self.scratch, inbox=self.scratch, semaphores=blocks)
-        handles = tuple(chans[p].device_handle() for p in peers)
-        scratch = chans[peers[0]].inbox
+        self.handles = tuple(chans[p].device_handle() for p in peers)
+        self.view = chans[peers[0]].inbox  # the scratch as the uint8 array kernels take
         self.flags = cuda.to_device(np.zeros(blocks, np.uint32))
-        args = (handles, scratch, scratch, scratch, self.flags, 0, slot_bytes, comm.rank, size) + (0,) * self.nparams
-        self._launch = PatchableLaunch(self.kernels[name], blocks, threads, args)
 
-    @classmethod
-    def packet(cls, comm, max_bytes: int, blocks: int, threads: int) -> "OneShot":
-        """The LL16 variant (one packet hop) for selection sizes up to ``max_bytes``."""
-        per_slot = max_bytes // comm.size if cls.send_all or cls.recv_all else max_bytes
-        return cls(comm, "packet", (per_slot + 7) // 8 * 16, blocks, threads, max_bytes)
 
-    @classmethod
-    def simple(cls, comm, round_bytes: int, blocks: int, threads: int) -> "OneShot":
-        """The put-and-signal variant, in rounds of ``round_bytes`` (a multiple of 16) per slot: any size."""
-        return cls(comm, "simple", round_bytes, blocks, threads, float("inf"))
+def lanes(comm, protocol: str, blocks: int) -> Lanes:
+    """The communicator's shared lanes for ``protocol`` on ``blocks`` blocks (built collectively on first use)."""
+    slot = 2 * PACKET_MAX if protocol == "packet" else simple_round_bytes(comm.size)
+    return comm.extension(f"oneshot/{protocol}/{blocks}", lambda c: Lanes(c, blocks, slot))
 
-    def launch(self, send, recv, nbytes: int, stream: int, *params: int) -> None:
-        """Run on the raw stream handle ``stream``; ``send``/``recv`` are (device address, byte array or None)
-        pairs. Not thread-safe: one call at a time per communicator, as with NCCL."""
-        size, launch = self.comm.size, self._launch
-        launch.set_bytes(1, send[0], nbytes * (size if self.send_all else 1), send[1])
-        launch.set_bytes(2, recv[0], nbytes * (size if self.recv_all else 1), recv[1])
-        launch.set_int(5, nbytes)
-        for i, value in enumerate(params):
-            launch.set_int(9 + i, value)
-        launch.launch(stream)
+
+class OneShot(Algorithm):
+    """A one-shot collective on ``blocks`` blocks of ``threads``. Kernels take ``(chans, inp, out, scratch, flags,
+    nbytes, slot_bytes, rank, nranks, *params, proto)``; ``send_all``/``recv_all``: the
+    send / receive buffer holds ``size`` slots; ``rooted``: one sender and one scratch slot."""
+
+    kernel = None
+    send_all = recv_all = rooted = False
+    constraint = Constraint(hosts=1)
+
+    def __init__(self, name: str, protocol: str, blocks: int, threads: int, max_bytes: float = float("inf")):
+        self.name, self.protocol, self.blocks, self.threads = name, protocol, blocks, threads
+        self.message_range = (0, max_bytes)
+        self._launch: Launch | None = None
+
+    def slot_bytes(self, comm) -> int:
+        """Bytes between scratch slots: whole packets for ``PACKET_MAX`` (per slot), or one round."""
+        if self.protocol == "simple":
+            return simple_round_bytes(comm.size)
+        per_slot = PACKET_MAX // comm.size if self.send_all or self.recv_all else PACKET_MAX
+        return (per_slot + 7) // 8 * 16
+
+    def setup(self, comm) -> None:
+        shared = lanes(comm, self.protocol, self.blocks)
+        self.size = comm.size
+        v = shared.view
+        args = {"chans": shared.handles, "inp": v, "out": v, "scratch": v, "flags": shared.flags, "nbytes": 0,
+                "slot_bytes": self.slot_bytes(comm), "rank": comm.rank, "nranks": comm.size}
+        args.update(dict.fromkeys(self.params, 0))
+        args["proto"] = PROTOCOLS[self.protocol]
+        self._launch = Launch(self.kernel, self.blocks, self.threads, args)
+
+    params: tuple = ()  # the kernel's per-call integers between ``nranks`` and ``proto``
+
+    def param_values(self, call: Call) -> tuple:
+        """The values of ``params`` for ``call``."""
+        return ()
+
+    def launch(self, call: Call) -> None:
+        """Not thread-safe: one call at a time per communicator, as with NCCL."""
+        launch, nbytes, size = self._launch, call.nbytes, self.size
+        launch.set_buffer("inp", call.send[0], nbytes * size if self.send_all else nbytes, call.send[1])
+        launch.set_buffer("out", call.recv[0], nbytes * size if self.recv_all else nbytes, call.recv[1])
+        launch.set_int("nbytes", nbytes)
+        for name, value in zip(self.params, self.param_values(call)):
+            launch.set_int(name, value)
+        launch.launch(call.stream)
+
+
+class AllReduce(OneShot):
+    """Every rank reduces all ranks' data in rank order (bit-identical results): ``packet`` is one LL16 hop
+    (small messages), ``simple`` puts plus one signal per block and peer, in rounds (large messages)."""
+
+    collective = "all_reduce"
+    kernel = reduce_kernels.reduce
+    params = ("send_stride", "kind", "op")
+
+    def param_values(self, call: Call) -> tuple:
+        # the send stride: every peer gets the whole buffer (all-reduce) or its own slot (reduce-scatter)
+        return (call.nbytes if self.send_all else 0, red.DTYPE_KINDS[call.dtype], red.OPS[call.op])
+
+
+class ReduceScatter(AllReduce):
+    """The all-reduce kernel with slot p of ``send`` going to rank p: rank r gets every rank's slot r reduced."""
+
+    collective = "reduce_scatter"
+    send_all = True
+
+
+class AllGather(OneShot):
+    """All-pairs exchange: ``recv`` slot r is rank r's ``send``."""
+
+    collective = "all_gather"
+    kernel = allgather_kernels.exchange
+    recv_all = True
+    params = ("send_stride",)
+
+    def param_values(self, call: Call) -> tuple:
+        return (call.nbytes if self.send_all else 0,)
+
+
+class AllToAll(AllGather):
+    """The all-gather exchange with a send slot per peer: ``send`` slot j goes to rank j's ``recv`` slot ``rank``."""
+
+    collective = "all_to_all"
+    send_all = True
+
+
+class Broadcast(OneShot):
+    """Root-to-all through one scratch slot per half, with credits from peers to the root."""
+
+    collective = "broadcast"
+    kernel = broadcast_kernels.broadcast
+    rooted = True
+    params = ("root",)
+
+    def param_values(self, call: Call) -> tuple:
+        return (call.root,)

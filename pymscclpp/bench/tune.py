@@ -1,4 +1,5 @@
-"""The tuner: time every applicable algorithm per collective and size, write the selection table.
+"""The tuner: time every registered algorithm (kernels and plans) per collective and size, write the selection
+table.
 
 ``mpirun -np 2 python -m pymscclpp.bench.tune --out tuning.json`` on the target machine, then
 ``export PYMSCCLPP_TUNING_FILE=tuning.json``. CUDA-graph timing, median of ``--reps`` replays.
@@ -9,7 +10,6 @@ from __future__ import annotations
 import argparse
 import json
 
-from ..algos import selector
 from .__main__ import parse_size
 from .cases import make_case
 from .sweep import _setup
@@ -46,7 +46,7 @@ def main(argv=None) -> int:
     dtype = getattr(torch, args.dtype)
     table = {}
     for op in COLLECTIVES:
-        names = selector.algorithms(comm, op)
+        names = comm.algorithms.names(op)
         if not names:
             continue
         winners = []
@@ -54,7 +54,7 @@ def main(argv=None) -> int:
         while size <= args.maxbytes:
             times = {}
             for name in names:
-                if size > selector.limit(comm, op, name):
+                if size > comm.algorithms.get(op, name).message_range[1]:
                     continue
                 case = make_case(op, comm, dist, torch, dtype, size, "sum", name)
                 case.ours()

@@ -70,8 +70,7 @@ def put_packets(ch, dst_off, src_off, nbytes, tid, nthreads, flag):
 @cuda.jit(device=True)
 def unpack_packets(ch, src_off, pkt_off, nbytes, tid, nthreads, flag):
     """Wait for LL16 packets in our inbox at ``pkt_off`` and write their data to our ``src[src_off:]``."""
-    return prim.unpack_packets_ll16(ch.src, src_off, ch.pkt, pkt_off, nbytes, tid, nthreads, flag,
-                                    ch.timeout_ns, ch.err, ch.abort, ch.rank, ch.peer, ch.channel, OP_PACKET)
+    return prim.unpack_packets_ll16(ch.src, src_off, ch.pkt, pkt_off, nbytes, tid, nthreads, flag, ch, OP_PACKET)
 
 
 @cuda.jit(device=True)
@@ -83,8 +82,7 @@ def put_packets_ll8(ch, dst_off, src_off, nbytes, tid, nthreads, flag):
 @cuda.jit(device=True)
 def unpack_packets_ll8(ch, src_off, pkt_off, nbytes, tid, nthreads, flag):
     """LL8 variant of unpack_packets."""
-    return prim.unpack_packets_ll8(ch.src, src_off, ch.pkt, pkt_off, nbytes, tid, nthreads, flag,
-                                   ch.timeout_ns, ch.err, ch.abort, ch.rank, ch.peer, ch.channel, OP_PACKET)
+    return prim.unpack_packets_ll8(ch.src, src_off, ch.pkt, pkt_off, nbytes, tid, nthreads, flag, ch, OP_PACKET)
 
 
 @cuda.jit(device=True)

@@ -6,6 +6,9 @@ cooperating threads, ``tid`` being the caller's index among them.
 LL16 packet: four u32 ``{data0, flag, data1, flag}`` written by one 16-byte store (8 data bytes).
 LL8 packet: two u32 ``{data, flag}`` written by one 8-byte store (4 data bytes). A reader spins
 until the flag words equal the expected flag, so data and "ready" arrive together.
+
+Waits take one error context ``ctx``: any plain-data tuple with ``err``, ``abort``, ``rank``, ``peer``,
+``channel`` and ``timeout_ns`` (every channel handle has them; ``runtime.device_errors.WaitContext`` too).
 """
 
 from __future__ import annotations
@@ -122,9 +125,9 @@ def put_packets_ll16(pkt, pkt_off, src, src_off, nbytes, tid, nthreads, flag):
 
 
 @cuda.jit(device=True)
-def read_packet_ll16(pkt, byte_off, flag, timeout_ns, err, abort, rank, peer, channel, op):
+def read_packet_ll16(pkt, byte_off, flag, ctx, op):
     """Spin until the LL16 packet at ``byte_off`` carries ``flag``; its two data words, and False (error
-    recorded) past the budget or once the host set ``abort``."""
+    recorded in ``ctx`` for ``op``) past the budget or once the host set its abort word."""
     f = np.uint32(flag)
     a, fa, c, fc = load_v4_volatile(pkt, byte_off)
     if fa == f and fc == f:
@@ -137,23 +140,21 @@ def read_packet_ll16(pkt, byte_off, flag, timeout_ns, err, abort, rank, peer, ch
         if fa == f and fc == f:
             return a, c, True
         spins += 1
-        if aborted(abort, spins):
-            record_abort(err, op, rank, peer, channel, flag, fa)
+        if aborted(ctx.abort, spins):
+            record_abort(ctx.err, op, ctx.rank, ctx.peer, ctx.channel, flag, fa)
             return a, c, False
-        if timeout_ns > 0 and globaltimer() - start > timeout_ns:
-            record_timeout(err, op, rank, peer, channel, flag, fa)
+        if ctx.timeout_ns > 0 and globaltimer() - start > ctx.timeout_ns:
+            record_timeout(ctx.err, op, ctx.rank, ctx.peer, ctx.channel, flag, fa)
             return a, c, False
 
 
 @cuda.jit(device=True)
-def unpack_packets_ll16(dst, dst_off, pkt, pkt_off, nbytes, tid, nthreads, flag,
-                        timeout_ns, err, abort, rank, peer, channel, op):
+def unpack_packets_ll16(dst, dst_off, pkt, pkt_off, nbytes, tid, nthreads, flag, ctx, op):
     """Wait for the LL16 packets at ``pkt[pkt_off:]`` and write their ``nbytes`` of data to ``dst[dst_off:]``."""
     npkt = (nbytes + LL16_DATA - 1) // LL16_DATA
     i = tid
     while i < npkt:
-        a, c, got = read_packet_ll16(pkt, pkt_off + i * LL16_BYTES, flag, timeout_ns, err,
-                                     abort, rank, peer, channel, op)
+        a, c, got = read_packet_ll16(pkt, pkt_off + i * LL16_BYTES, flag, ctx, op)
         if not got:
             return False
         off = dst_off + i * LL16_DATA
@@ -180,7 +181,7 @@ def put_packets_ll8(pkt, pkt_off, src, src_off, nbytes, tid, nthreads, flag):
 
 
 @cuda.jit(device=True)
-def read_packet_ll8(pkt, byte_off, flag, timeout_ns, err, abort, rank, peer, channel, op):
+def read_packet_ll8(pkt, byte_off, flag, ctx, op):
     """Spin until the LL8 packet at ``byte_off`` carries ``flag``; its data word, and False as read_packet_ll16."""
     f = np.uint32(flag)
     a, fa = load_v2_volatile(pkt, byte_off)
@@ -194,23 +195,21 @@ def read_packet_ll8(pkt, byte_off, flag, timeout_ns, err, abort, rank, peer, cha
         if fa == f:
             return a, True
         spins += 1
-        if aborted(abort, spins):
-            record_abort(err, op, rank, peer, channel, flag, fa)
+        if aborted(ctx.abort, spins):
+            record_abort(ctx.err, op, ctx.rank, ctx.peer, ctx.channel, flag, fa)
             return a, False
-        if timeout_ns > 0 and globaltimer() - start > timeout_ns:
-            record_timeout(err, op, rank, peer, channel, flag, fa)
+        if ctx.timeout_ns > 0 and globaltimer() - start > ctx.timeout_ns:
+            record_timeout(ctx.err, op, ctx.rank, ctx.peer, ctx.channel, flag, fa)
             return a, False
 
 
 @cuda.jit(device=True)
-def unpack_packets_ll8(dst, dst_off, pkt, pkt_off, nbytes, tid, nthreads, flag,
-                       timeout_ns, err, abort, rank, peer, channel, op):
+def unpack_packets_ll8(dst, dst_off, pkt, pkt_off, nbytes, tid, nthreads, flag, ctx, op):
     """Wait for the LL8 packets at ``pkt[pkt_off:]`` and write their ``nbytes`` of data to ``dst[dst_off:]``."""
     npkt = (nbytes + LL8_DATA - 1) // LL8_DATA
     i = tid
     while i < npkt:
-        a, got = read_packet_ll8(pkt, pkt_off + i * LL8_BYTES, flag, timeout_ns, err,
-                                 abort, rank, peer, channel, op)
+        a, got = read_packet_ll8(pkt, pkt_off + i * LL8_BYTES, flag, ctx, op)
         if not got:
             return False
         put_word(dst, dst_off + i * LL8_DATA, a, nbytes - i * LL8_DATA)

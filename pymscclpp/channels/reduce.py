@@ -135,9 +135,10 @@ def reduce_bytes(dst, dst_off, a, a_off, b, b_off, nbytes, tid, nthreads, kind, 
 
 @cuda.jit(device=True)
 def reduce_packets_ll16(dst, dst_off, local, local_off, local_slot, pkt, pkt_off, slot_stride, nslots, nbytes,
-                        tid, nthreads, flag, kind, op, timeout_ns, err, abort, rank, channel, op_code):
+                        tid, nthreads, flag, kind, op, ctxs, op_code):
     """Reduce ``nslots`` sources in slot order into ``dst``: slot ``local_slot`` from ``local``, every other
-    slot s from the LL16 packets at ``pkt[pkt_off + s * slot_stride:]`` (waited for). False on timeout."""
+    slot s from the LL16 packets at ``pkt[pkt_off + s * slot_stride:]`` (waited for, errors recorded in
+    ``ctxs[j]``, j being s's index among the other slots: the channels to the peers). False on timeout."""
     npkt = (nbytes + LL16_DATA - 1) // LL16_DATA
     i = tid
     while i < npkt:
@@ -150,8 +151,8 @@ def reduce_packets_ll16(dst, dst_off, local, local_off, local_slot, pkt, pkt_off
                 x0 = data_word(local, local_off + off, rem)
                 x1 = data_word(local, local_off + off + 4, rem - 4)
             else:
-                x0, x1, ok = read_packet_ll16(pkt, pkt_off + s * slot_stride + i * LL16_BYTES, flag, timeout_ns,
-                                              err, abort, rank, s, channel, op_code)
+                x0, x1, ok = read_packet_ll16(pkt, pkt_off + s * slot_stride + i * LL16_BYTES, flag,
+                                              ctxs[s if s < local_slot else s - 1], op_code)
                 if not ok:
                     return False
             if s == 0:

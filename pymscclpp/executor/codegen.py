@@ -86,7 +86,7 @@ class KernelSpec:
         """Kernel parameters in order."""
         gpu = self.xplan.plan.gpus[self.rank]
         names = ["inp", "out", "scr"] + [f"rb{j}" for j in range(len(gpu.remote_buffers))]
-        names += [f"sem{p}" for p in self.peers] + ["st", "err", "abt", "tmo"]
+        names += [f"sem{p}" for p in self.peers] + ["st", "err", "abt", "tmo", "wctx"]
         return names + ([] if self.size_class else ["chunk"])
 
     @property
@@ -273,8 +273,7 @@ class _Writer:
         if not shape.reduces:
             if op.name == "rppkt":
                 (sa, so), = srcs
-                return out + [f"D.forward_packets({da}, {do}, {sa}, {so}, n, tid, nt, flag, tmo, err, abt, RANK, "
-                              f"OP_PACKET)"
+                return out + [f"D.forward_packets({da}, {do}, {sa}, {so}, n, tid, nt, flag, wctx, OP_PACKET)"
                               for da, do in dsts]
             (sa, so), = srcs
             return out + [self.move(sa, so, da, do, src_roles[0], role) for (da, do), role in zip(dsts, dst_roles)]
@@ -285,8 +284,7 @@ class _Writer:
     @staticmethod
     def move(sa: str, so: str, da: str, do: str, src_role: str, dst_role: str) -> str:
         if src_role in PACKET_ROLES:
-            return (f"P.unpack_packets_ll16({da}, {do}, {sa}, {so}, n, tid, nt, flag, tmo, err, abt, RANK, -1, -1, "
-                    f"OP_PACKET)")
+            return (f"P.unpack_packets_ll16({da}, {do}, {sa}, {so}, n, tid, nt, flag, wctx, OP_PACKET)")
         if dst_role in PACKET_ROLES:
             return f"P.put_packets_ll16({da}, {do}, {sa}, {so}, n, tid, nt, flag)"
         return f"P.copy_bytes({da}, {do}, {sa}, {so}, n, tid, nt)"
@@ -310,7 +308,7 @@ class _Writer:
         if name not in self.helpers:
             self.helpers[name] = _packet_reduce_helper(name, k, m)
         args = [x for pair in dsts + srcs for x in pair]
-        return f"{name}({', '.join(args)}, n, tid, nt, flag, tmo, err, abt)"
+        return f"{name}({', '.join(args)}, n, tid, nt, flag, wctx)"
 
 
 def _lookup(values: list[int], var: str) -> str:
@@ -400,7 +398,7 @@ def _packet_reduce_helper(name: str, k: int, m: int) -> list[str]:
     """``d0 = a0 (op) packets p_1 ... p_{k-1}``; the result also goes out as LL16 packets to m places."""
     dst = ["d0, e0"] + [f"q{j}, f{j}" for j in range(m)]
     src = ["a0, o0"] + [f"p{i}, u{i}" for i in range(1, k)]
-    out = ["@cuda.jit(device=True)", f"def {name}({', '.join(dst + src)}, n, tid, nt, flag, tmo, err, abt):",
+    out = ["@cuda.jit(device=True)", f"def {name}({', '.join(dst + src)}, n, tid, nt, flag, wctx):",
            f'    """d0 = a0 combined with {k - 1} packet source(s), 8 bytes per packet; also sent as packets '
            f'to {m} place(s)."""',
            "    fl = np.uint32(flag)",
@@ -411,8 +409,7 @@ def _packet_reduce_helper(name: str, k: int, m: int) -> list[str]:
            "        x0 = P.data_word(a0, o0 + w, rem)",
            "        x1 = P.data_word(a0, o0 + w + 4, rem - 4)"]
     for i in range(1, k):
-        out += [f"        y0, y1, ok = P.read_packet_ll16(p{i}, u{i} + j * 16, flag, tmo, err, abt, RANK, -1, -1, "
-                f"OP_PACKET)",
+        out += [f"        y0, y1, ok = P.read_packet_ll16(p{i}, u{i} + j * 16, flag, wctx, OP_PACKET)",
                 "        if not ok:", "            return False", "        " + _combine("x0", "y0"),
                 "        " + _combine("x1", "y1")]
     out += ["        P.put_word(d0, e0 + w, x0, rem)", "        P.put_word(d0, e0 + w + 4, x1, rem - 4)"]

@@ -115,15 +115,14 @@ def sem_acquire(st, i, err, abort, rank, timeout_ns):
 
 
 @cuda.jit(device=True)
-def forward_packets(dst, dst_off, pkt, pkt_off, nbytes, tid, nthreads, flag, timeout_ns, err, abort, rank, op):
+def forward_packets(dst, dst_off, pkt, pkt_off, nbytes, tid, nthreads, flag, ctx, op):
     """Wait for the LL16 packets carrying ``nbytes`` at ``pkt[pkt_off:]`` and store them, flag and all, at
     ``dst[dst_off:]`` (a peer's scratch): the read-put-packets op. False on timeout."""
     npkt = (nbytes + LL16_DATA - 1) // LL16_DATA
     f = np.uint32(flag)
     i = tid
     while i < npkt:
-        a, c, ok = read_packet_ll16(pkt, pkt_off + i * LL16_BYTES, flag, timeout_ns, err, abort, rank, -1, -1,
-                                     op)
+        a, c, ok = read_packet_ll16(pkt, pkt_off + i * LL16_BYTES, flag, ctx, op)
         if not ok:
             return False
         store_v4_volatile(dst, dst_off + i * LL16_BYTES, a, f, c, f)

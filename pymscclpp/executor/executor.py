@@ -18,11 +18,11 @@ from ..channels import reduce as red
 from ..errors import InvalidUsageError
 from ..plan import PlanError
 from ..runtime.backend import IS_SIM
-from ..runtime.memory import buffer_info
-from ..runtime.streams import stream_handle
+from ..runtime.launch import Launch
+from ..runtime.buffers import buffer_info
+from ..runtime.buffers import stream_handle
 from .cache import load_module
 from .codegen import KernelSpec
-from .launch import PreparedLaunch
 from .layout import MessageLayout, message_layout
 from .plan import ExecutionPlan
 from .resources import Binding, Copies, PlanResources, ScratchSet, scratch_bytes
@@ -48,7 +48,7 @@ class KernelStats:
 class PreparedCall:
     """One call's copies in, kernel launch and copies out, ready to issue on any stream."""
 
-    def __init__(self, launch: PreparedLaunch, binding: Binding, comm):
+    def __init__(self, launch: Launch, binding: Binding, comm):
         self.launch_, self.binding, self.comm = launch, binding, comm
         self.pre, self.post = Copies(binding.pre), Copies(binding.post)
 
@@ -204,15 +204,16 @@ class Executor:
                             f"chunks, more than the {limit} bytes available")
 
     def _launch(self, spec: KernelSpec, resources: PlanResources, scratch: ScratchSet, binding: Binding,
-                layout: MessageLayout) -> PreparedLaunch:
+                layout: MessageLayout) -> Launch:
         module, source_s = load_module(spec)
         values = {"inp": binding.kin, "out": binding.kout, "scr": scratch.scratch, "st": resources.state,
                   "err": self.comm.error_area, "abt": self.comm.abort_word, "tmo": np.uint64(self.comm.timeout_ns),
+                  "wctx": self.comm.wait_context(),
                   "chunk": np.int64(layout.chunk)}
         values.update({f"rb{j}": arr for j, arr in enumerate(binding.remote)})
         values.update({f"sem{p}": h for p, h in resources.handles.items()})
         grid, block = spec.launch_dims
-        launch = PreparedLaunch(module.kernel, grid, block, tuple(values[n] for n in spec.arg_names))
+        launch = Launch(module.kernel, grid, block, {n: values[n] for n in spec.arg_names})
         if source_s or launch.compile_s:
             self.stats.append(KernelStats(spec.xplan.name, spec.rank, spec.size_class, source_s, launch.compile_s,
                                           launch.disk_cache_hit))

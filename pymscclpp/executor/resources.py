@@ -14,7 +14,8 @@ from numba import cuda
 from ..errors import BackendError, InvalidUsageError
 from ..plan import PlanError
 from ..runtime.backend import IS_SIM
-from ..runtime.memory import alloc, as_bytes
+from ..runtime.buffers import as_bytes
+from ..runtime.memory import alloc
 from ..runtime.semaphore import Device2DeviceSemaphore
 from .codegen import state_layout
 from .layout import MessageLayout
@@ -158,6 +159,6 @@ class Copies:
             for dst, src in self.pairs:
                 dst._ary[:] = src._ary
             return
-        from .launch import copy_async
+        from ..runtime.launch import copy_async
         for dst, src, nbytes in self.raw:
             copy_async(dst, src, nbytes, stream)

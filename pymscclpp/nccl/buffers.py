@@ -14,7 +14,8 @@ import numpy as np
 
 from ..errors import InvalidUsageError
 from ..runtime.backend import IS_SIM
-from ..runtime.memory import buffer_info, bytes_view, view_as
+from ..runtime.buffers import buffer_info, bytes_view
+from ..runtime.memory import view_as
 from .constants import ITEMSIZES
 
 if IS_SIM:

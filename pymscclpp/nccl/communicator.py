@@ -5,10 +5,10 @@ from __future__ import annotations
 import numpy as np
 
 from ..channels import reduce as red
-from ..communicator import Communicator
+from ..communicator import Communicator, serves_reduction
 from ..errors import InvalidUsageError
 from ..fallback import nccl as fb
-from ..runtime.streams import stream_handle
+from ..runtime.buffers import stream_handle
 from . import ids
 from .buffers import device_buffer, typed
 from .constants import datatype_name, op_name
@@ -129,7 +129,7 @@ class NcclCommunicator:
     @staticmethod
     def _reduces(dtype: str, op: str) -> bool:
         """Whether pymscclpp's reductions serve ``dtype`` and ``op`` (buffers made here must show the dtype)."""
-        return dtype in red.DTYPE_KINDS and op in red.OPS and typed(dtype)
+        return serves_reduction(dtype, op) and typed(dtype)
 
     def _nccl(self, what: str, why: str) -> fb.NcclFallback:
         nccl = fb.fallback_for(self.communicator)

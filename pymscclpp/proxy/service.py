@@ -24,7 +24,8 @@ from ..runtime.fifo import CTRL_STOP, DEFAULT_SIZE, MAX_FIELD, MAX_MEMORIES, MAX
 from .port_channel import PortChannel
 from ..errors import InvalidUsageError, ProxyError
 from ..runtime.backend import IS_SIM
-from ..runtime.memory import RemoteMemory, buffer_info
+from ..runtime.buffers import buffer_info
+from ..runtime.memory import RemoteMemory
 from ..transports import Transport, forced, negotiate, pack_offer, propose, unpack_offer
 from ..transports import frames, ib_wire
 from ..transports.ethernet import Stager

@@ -12,7 +12,7 @@ import struct
 import numpy as np
 
 from .._log import get_logger
-from .device_errors import ERR_WORDS, describe
+from .device_errors import ERR_WORDS, WaitContext, describe
 from ..errors import CommTimeoutError, InvalidUsageError
 from . import config
 from .backend import IS_SIM
@@ -158,10 +158,11 @@ class Communicator:
 
     def extension(self, key: str, make=None):
         """The object registered under ``key`` (made by ``make(self)`` on first use when given, else None);
-        it is closed with the communicator. Layers above keep per-communicator state here (the NCCL fallback)."""
+        it is closed (if it has ``close``) with the communicator. Layers above keep per-communicator state here (the NCCL fallback)."""
         if key not in self._extensions and make is not None:
             obj = self._extensions[key] = make(self)
-            self._closables.append(obj)
+            if hasattr(obj, "close"):
+                self._closables.append(obj)
         return self._extensions.get(key)
 
     # -- errors and teardown ------------------------------------------------------------------
@@ -174,6 +175,11 @@ class Communicator:
         if text is not None:
             self.error_area.copy_to_device(np.zeros(ERR_WORDS, np.int64))
             raise CommTimeoutError(text)
+
+    def wait_context(self, peer: int = -1, channel: int = -1) -> WaitContext:
+        """The error context device waits of this communicator's kernels record failures with."""
+        return WaitContext(self.error_area, self.abort_word, np.int64(self.rank), np.int64(peer), np.int64(channel),
+                           np.uint64(self.timeout_ns))
 
     def abort_device_waits(self, peer: int) -> None:
         """End every device wait of this communicator's kernels, now and later, within microseconds (each

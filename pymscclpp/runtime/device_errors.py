@@ -11,7 +11,13 @@ declares a peer dead, and a proxy FIFO's, set when a proxy of the job fails (Por
 
 from __future__ import annotations
 
+from collections import namedtuple
+
 import numpy as np
+
+WaitContext = namedtuple("WaitContext", "err abort rank peer channel timeout_ns")
+"""What a device wait records its failure with when no channel handle stands for it (channel handles have
+the same fields): the error area, the abort word, and the rank, peer, channel and budget to report."""
 
 ERR_WORDS = 8
 OP_NAMES = {1: "semaphore wait", 2: "packet wait (unpack_packets)", 3: "fifo push", 4: "flush",

@@ -8,17 +8,16 @@ live in a POSIX shared-memory segment, which ``alloc`` provides.
 from __future__ import annotations
 
 import hashlib
-import math
 import os
 import socket
 import struct
-from typing import NamedTuple
 
 import numpy as np
 
 from ..errors import InvalidUsageError, RegistrationError
 from . import shm
 from .backend import IS_SIM
+from .buffers import as_bytes, buffer_info
 
 if IS_SIM:
     from numba.cuda.simulator.cudadrv.devicearray import FakeCUDAArray
@@ -41,123 +40,6 @@ def host_id() -> bytes:
     return hashlib.sha256(seed.encode()).digest()[:16]
 
 
-class BufferInfo(NamedTuple):
-    """A validated contiguous device buffer; ``dtype`` is a name (``float32``, ``bfloat16``, ...)."""
-    ptr: int
-    nbytes: int
-    dtype: str
-    shape: tuple
-    device: int
-
-    @property
-    def count(self) -> int:
-        """Number of elements."""
-        return math.prod(self.shape)
-
-
-def _c_contiguous(shape, strides, itemsize) -> bool:
-    expected = itemsize
-    for dim, stride in zip(reversed(shape), reversed(strides)):
-        if dim != 1 and stride != expected:
-            return False
-        expected *= dim
-    return True
-
-
-def _sim_array(obj) -> np.ndarray:
-    if isinstance(obj, FakeCUDAArray):
-        return obj._ary
-    if type(obj).__module__.split(".")[0] == "torch" and hasattr(obj, "data_ptr"):
-        return _sim_torch_array(obj)
-    if isinstance(obj, np.ndarray):
-        raise InvalidUsageError("expected device memory, got a NumPy array (host memory); "
-                                "copy it to the device first (numba.cuda.to_device or pymscclpp.alloc)")
-    raise InvalidUsageError(f"expected a device array, got {type(obj).__name__}")
-
-
-def _sim_torch_array(t) -> np.ndarray:
-    """The memory of a CPU torch tensor as a NumPy array: under the simulator, CPU tensors stand in for CUDA ones
-    (enough for collectives on user buffers; memory shared with peers must still come from ``alloc``)."""
-    if t.device.type != "cpu":
-        raise InvalidUsageError(f"under the simulator, torch tensors must be on the CPU, got one on {t.device}")
-    t = t.detach()
-    if str(t.dtype) == "torch.bfloat16":  # NumPy has no bfloat16: view the bits through ml_dtypes'
-        import ml_dtypes
-        import torch
-        return t.view(torch.int16).numpy().view(ml_dtypes.bfloat16)
-    return t.numpy()
-
-
-def buffer_info(obj, device: int | None = None) -> BufferInfo:
-    """Validate ``obj`` as a contiguous device buffer (on ``device`` if given) and describe it."""
-    if IS_SIM:
-        arr = _sim_array(obj)
-        if not arr.flags.c_contiguous:
-            raise InvalidUsageError(f"buffer of shape {arr.shape} with strides {arr.strides} is not "
-                                    "contiguous; pass a contiguous array (e.g. a copy)")
-        return BufferInfo(arr.ctypes.data, arr.nbytes, arr.dtype.name, arr.shape, 0)
-    if type(obj).__module__.split(".")[0] == "torch" and hasattr(obj, "data_ptr"):
-        return _torch_info(obj, device)
-    cai = getattr(obj, "__cuda_array_interface__", None)
-    if cai is None:
-        if isinstance(obj, np.ndarray) or (hasattr(obj, "__dlpack_device__") and obj.__dlpack_device__()[0] == 1):
-            raise InvalidUsageError(f"expected GPU memory, got host memory ({type(obj).__name__}); "
-                                    "move it to the GPU first")
-        raise InvalidUsageError(f"{type(obj).__name__} has no __cuda_array_interface__: pass a numba, "
-                                "cupy or torch GPU array")
-    typestr = cai["typestr"]
-    dtype = _DTYPES.get(typestr)
-    if dtype is None:
-        dtype = _DTYPES[typestr] = np.dtype(typestr)
-    shape = tuple(cai["shape"])
-    strides = cai.get("strides")
-    if strides is not None and not _c_contiguous(shape, strides, dtype.itemsize):
-        raise InvalidUsageError(f"buffer of shape {shape} with strides {tuple(strides)} is not contiguous; "
-                                "pass a contiguous array (e.g. .contiguous() or a copy)")
-    ptr = int(cai["data"][0])
-    nbytes = math.prod(shape) * dtype.itemsize
-    return _checked(ptr, nbytes, dtype.name, shape, device)
-
-
-_DTYPES: dict[str, np.dtype] = {}  # CUDA-array-interface typestr -> dtype, parsed once
-_device_of: dict[tuple[int, int], int] = {}  # (address, bytes) -> device ordinal, for buffers seen before
-
-
-def _checked(ptr: int, nbytes: int, dtype: str, shape: tuple, device: int | None) -> BufferInfo:
-    """BufferInfo of GPU memory at ``ptr``, after checking it is device memory on ``device``."""
-    if nbytes == 0:
-        return BufferInfo(ptr, 0, dtype, shape, -1 if device is None else device)
-    ordinal = _device_of.get((ptr, nbytes))
-    if ordinal is None:  # ask the driver once per buffer: collectives are called on the same buffers
-        kind, ordinal, _, _ = cudadrv.pointer_info(ptr)
-        if kind != "device":
-            raise InvalidUsageError(f"expected GPU device memory, got {kind} memory at {ptr:#x}")
-        if len(_device_of) > 4096:
-            _device_of.clear()
-        _device_of[(ptr, nbytes)] = ordinal
-    if device is not None and ordinal != device:
-        raise InvalidUsageError(f"buffer is on GPU {ordinal}, but this communicator uses GPU {device}")
-    return BufferInfo(ptr, nbytes, dtype, shape, ordinal)
-
-
-def _torch_info(t, device: int | None) -> BufferInfo:
-    """BufferInfo of a torch tensor (its CUDA array interface refuses bfloat16, so read it directly)."""
-    if not t.is_cuda:
-        raise InvalidUsageError(f"expected a CUDA tensor, got a tensor on {t.device} (host memory); "
-                                "move it to the GPU first")
-    if not t.is_contiguous():
-        raise InvalidUsageError(f"tensor of shape {tuple(t.shape)} with strides {t.stride()} is not contiguous; "
-                                "pass t.contiguous()")
-    name = _TORCH_DTYPE_NAMES.get(t.dtype)
-    if name is None:
-        name = _TORCH_DTYPE_NAMES[t.dtype] = (str(t.dtype).removeprefix("torch."), t.element_size())
-    nbytes = t.nbytes
-    return _checked(t.data_ptr(), nbytes, name[0], (nbytes // name[1],), device)
-
-
-_TORCH_DTYPE_NAMES: dict = {}
-
-
 def alloc(nbytes: int):
     """A zeroed device byte buffer that can be registered and shared with peers on either backend."""
     if nbytes <= 0:
@@ -171,18 +53,6 @@ def alloc(nbytes: int):
     buf = cuda.device_array(nbytes, dtype=np.uint8)
     cudadrv.memset(buf.__cuda_array_interface__["data"][0], 0, nbytes)
     return buf
-
-
-def as_bytes(obj):
-    """A uint8 device-array view of a contiguous device buffer, for kernels that address bytes."""
-    return bytes_view(obj, buffer_info(obj))
-
-
-def bytes_view(obj, info: BufferInfo):
-    """``as_bytes`` for a buffer already validated as ``info``."""
-    if IS_SIM:
-        return FakeCUDAArray(_sim_array(obj).reshape(-1).view(np.uint8))
-    return cudadrv.device_array(info.ptr, info.nbytes, owner=obj)
 
 
 def view_as(u8_array, dtype, byte_offset: int = 0, count: int | None = None):

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections import namedtuple
 
-from .memory import as_bytes
+from .buffers import as_bytes
 from .semaphore import Device2DeviceSemaphore
 
 MemoryChannelHandle = namedtuple(

@@ -13,7 +13,7 @@ import torch.distributed as dist
 from torch._C._distributed_c10d import _create_work_from_future
 
 from pymscclpp.channels.reduce import DTYPE_KINDS
-from pymscclpp.communicator import Communicator
+from pymscclpp.communicator import Communicator, serves_reduction
 from pymscclpp.errors import InvalidUsageError
 from pymscclpp.fallback import nccl as nccl_fallback
 from pymscclpp.runtime.backend import IS_SIM
@@ -60,9 +60,8 @@ def _even(splits: list, tensor: torch.Tensor, size: int) -> bool:
 
 def _op_name(tensor: torch.Tensor, reduce_op) -> str | None:
     """The pymscclpp name of ``reduce_op`` when our algorithms reduce ``tensor``'s dtype with it, else None."""
-    if str(tensor.dtype).removeprefix("torch.") not in DTYPE_KINDS:
-        return None
-    return _OPS.get(reduce_op.op)
+    op = _OPS.get(reduce_op.op)
+    return op if op is not None and serves_reduction(str(tensor.dtype).removeprefix("torch."), op) else None
 
 
 class MscclppProcessGroup(dist.ProcessGroup):

@@ -28,11 +28,13 @@ from pymscclpp.executor.cache import load_module  # noqa: E402
 from pymscclpp.executor.codegen import KernelSpec  # noqa: E402
 from pymscclpp.executor.plan import ExecutionPlan  # noqa: E402
 from pymscclpp.language.programs import PROGRAMS  # noqa: E402
+from pymscclpp.runtime.device_errors import WaitContext  # noqa: E402
 from pymscclpp.runtime.semaphore import SemaphoreHandle  # noqa: E402
 
 U8, U64, I64 = (types.Array(t, 1, "C") for t in (types.uint8, types.uint64, types.int64))
 SEM = types.NamedTuple([U64, U64, U64, I64, U64, types.int64, types.int64, types.int64, types.uint64], SemaphoreHandle)
-ARG_TYPES = {"st": U64, "err": I64, "abt": U64, "tmo": types.uint64, "chunk": types.int64}
+WCTX = types.NamedTuple([I64, U64, types.int64, types.int64, types.int64, types.uint64], WaitContext)
+ARG_TYPES = {"st": U64, "err": I64, "abt": U64, "tmo": types.uint64, "wctx": WCTX, "chunk": types.int64}
 ITEMSIZE = {"float32": 4, "bfloat16": 2, "float16": 2, "int32": 4}
 PATTERNS = ["ld.global.v4.u32", "st.global.v4.u32", "st.volatile.global.v4.u32", "red.release.sys.global.add",
             "ld.acquire.sys.global", "bar.sync"]

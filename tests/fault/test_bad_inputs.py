@@ -217,8 +217,8 @@ def _env_call(what: str):
         from pymscclpp.runtime.bootstrap import wire
         return wire.max_payload()
     if what == "tuning":
-        from pymscclpp.algos import selector
-        return selector.load_table()
+        from pymscclpp.algos import collection
+        return collection.load_table()
     raise AssertionError(what)
 
 

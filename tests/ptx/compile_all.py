@@ -40,13 +40,11 @@ KERNELS = {
     "get": (channel_cases._get_kernel, (CHANNEL, i64, i64, i64)),
     "packets": (channel_cases._packet_kernel, (CHANNEL, CHANNEL, U32, i64, i64, i64, i64, b1)),
     "reduce": (test_reduce._kernel, (U8, i64, U8, i64, U8, i64, i64, i64, i64)),
-    "reduce_packets": (rdk.reduce_packets, (types.UniTuple(CHANNEL, 1), U8, U8, U8, U32) + (i64,) * 7),
-    "reduce_simple": (rdk.reduce_simple, (types.UniTuple(CHANNEL, 3), U8, U8, U8, U32) + (i64,) * 7),
-    **{name: (kernel, (types.UniTuple(CHANNEL, 3), U8, U8, U8, U32) + (i64,) * nint)
-       for name, kernel, nint in [("exchange_packets", agk.exchange_packets, 5),
-                                  ("exchange_simple", agk.exchange_simple, 5),
-                                  ("broadcast_packets", bck.broadcast_packets, 5),
-                                  ("broadcast_simple", bck.broadcast_simple, 5)]},
+    # the one-shot kernels, their protocol a parameter: both protocols are in each
+    "reduce_2ranks": (rdk.reduce, (types.UniTuple(CHANNEL, 1), U8, U8, U8, U32) + (i64,) * 8),
+    "reduce": (rdk.reduce, (types.UniTuple(CHANNEL, 3), U8, U8, U8, U32) + (i64,) * 8),
+    "exchange": (agk.exchange, (types.UniTuple(CHANNEL, 3), U8, U8, U8, U32) + (i64,) * 6),
+    "broadcast": (bck.broadcast, (types.UniTuple(CHANNEL, 3), U8, U8, U8, U32) + (i64,) * 6),
     "bench_put": (bench.put_kernel, (CHANNEL, i64)),
     "bench_write_only": (bench.write_only_kernel, (CHANNEL, i64)),
     "bench_get": (bench.get_kernel, (CHANNEL, i64)),

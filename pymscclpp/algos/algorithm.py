@@ -1,0 +1,92 @@
+"""One interface for every collective algorithm, a hand-written kernel or an execution plan (after MSCCL++'s
+``Algorithm``): what it serves (collective, message sizes, ranks and hosts, buffer mode, dtypes and ops), a
+collective set-up on first use, and a launch per call.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import NamedTuple
+
+from ..channels import reduce as red
+
+COLLECTIVES = ("all_reduce", "all_gather", "reduce_scatter", "all_to_all", "broadcast")
+REDUCING = frozenset({"all_reduce", "reduce_scatter"})
+ANY, IN_PLACE, OUT_OF_PLACE = "any", "in_place", "out_of_place"
+
+
+@dataclass(frozen=True)
+class Constraint:
+    """Where an algorithm can run; 0 means any. ``hosts``: how many hosts the ranks span (1: all on one host)."""
+
+    world_size: int = 0
+    ranks_per_host: int = 0
+    hosts: int = 0
+
+    def why_not(self, comm) -> str | None:
+        """Why ``comm``'s ranks break the constraint, or None when they meet it."""
+        hosts = len(set(comm.host_ids))
+        if self.world_size and comm.size != self.world_size:
+            return f"needs {self.world_size} ranks, the communicator has {comm.size}"
+        if self.hosts and hosts != self.hosts:
+            return f"needs ranks on {self.hosts} host(s), the communicator spans {hosts}"
+        if self.ranks_per_host and len(comm.local_peers) != self.ranks_per_host:
+            return f"needs {self.ranks_per_host} ranks per host, this host has {len(comm.local_peers)}"
+        return None
+
+
+class Call(NamedTuple):
+    """One checked collective call, as an algorithm launches it. ``sendbuf``/``recvbuf`` are the caller's
+    buffers (``recvbuf`` is ``sendbuf`` in place); ``send``/``recv`` their (device address, byte array or None)
+    pairs; ``nbytes`` is what one rank sends one peer; ``size`` the message size selection reads."""
+
+    collective: str
+    sendbuf: object
+    recvbuf: object
+    send: tuple
+    recv: tuple
+    nbytes: int
+    size: int
+    dtype: str
+    op: str
+    root: int
+    stream: int
+    in_place: bool
+
+
+class Algorithm:
+    """Base of every algorithm. Subclasses set ``name`` and ``collective`` and implement ``setup`` and
+    ``launch``; the communicator calls ``setup`` once, on every rank alike, before the first ``launch``."""
+
+    name: str = ""
+    collective: str = ""
+    message_range: tuple[int, float] = (0, float("inf"))
+    buffer_mode: str = ANY
+    constraint: Constraint = Constraint()
+    dtypes: frozenset = frozenset(red.DTYPE_KINDS)  # what its reductions combine (reducing collectives)
+    ops: frozenset = frozenset(red.OPS)
+
+    def why_not(self, comm, call: Call) -> str | None:
+        """Why this algorithm cannot serve ``call`` on ``comm``, or None when it can."""
+        low, high = self.message_range
+        if not low <= call.size <= high:
+            return f"serves messages of {low} to {high} bytes, got {call.size}"
+        if self.buffer_mode == IN_PLACE and not call.in_place or self.buffer_mode == OUT_OF_PLACE and call.in_place:
+            return f"runs {self.buffer_mode.replace('_', ' ')} only"
+        if call.collective in REDUCING and (call.dtype not in self.dtypes or call.op not in self.ops):
+            return f"does not reduce {call.dtype} with {call.op}"
+        return self.constraint.why_not(comm)
+
+    def setup(self, comm) -> None:
+        """Build what the algorithm needs on ``comm`` (collective: every rank calls it in the same order)."""
+        raise NotImplementedError
+
+    def launch(self, call: Call) -> None:
+        """Enqueue ``call`` on its stream (asynchronous on GPUs; capturable in a CUDA graph)."""
+        raise NotImplementedError
+
+    def close(self) -> None:
+        """Release what ``setup`` built (the communicator's memory goes with it)."""
+
+    def __repr__(self) -> str:
+        return f"<{type(self).__name__} {self.collective}/{self.name}>"

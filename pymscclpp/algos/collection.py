@@ -1,0 +1,154 @@
+"""A communicator's algorithms and the choice among them: built-in one-shot kernels, library plans and the user's
+own, picked per call by a selection table (defaults, or the tuner's ``PYMSCCLPP_TUNING_FILE``).
+
+The table maps a collective to ``[(max_bytes, algorithm name), ...]`` in ascending size; sizes follow
+nccl-tests (all_gather counts the gathered output, reduce_scatter and all_to_all the send buffer). The table's
+choice is used when it can serve the call; otherwise the first registered algorithm that can. An algorithm is
+set up (collectively) on first use; the choice per call shape is remembered, so a repeated call costs one lookup.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from typing import Callable
+
+from ..errors import InvalidUsageError
+from ..runtime.backend import IS_SIM
+from .algorithm import COLLECTIVES, Algorithm, Call
+from .oneshot import PACKET_MAX, AllGather, AllReduce, AllToAll, Broadcast, ReduceScatter
+
+_INF = float("inf")
+_ONE_SHOT = {"all_reduce": AllReduce, "all_gather": AllGather, "reduce_scatter": ReduceScatter,
+             "all_to_all": AllToAll, "broadcast": Broadcast}
+# all_reduce measured on 2 x H200 (docs/performance.md); the others take its packet/simple threshold for now.
+DEFAULT_TABLE = {"all_reduce": [(16 << 10, "packet"), (256 << 10, "packet_wide"), (_INF, "simple")],
+                 **{name: [(256 << 10, "packet"), (_INF, "simple")] for name in _ONE_SHOT if name != "all_reduce"}}
+_CHOICES = 256  # remembered call shapes
+
+
+def builtin_factories() -> dict[tuple[str, str], Callable[[], Algorithm]]:
+    """Builders of the built-in algorithms by (collective, name); the simulator runs few, small blocks."""
+    grid = {"packet": (2, 32) if IS_SIM else (64, 512), "packet_narrow": (2, 32) if IS_SIM else (16, 256),
+            "simple": (2, 32) if IS_SIM else (128, 512)}
+    out: dict = {}
+    for collective, cls in _ONE_SHOT.items():
+        out[collective, "packet"] = lambda cls=cls: cls("packet", "packet", *grid["packet"], PACKET_MAX)
+        out[collective, "simple"] = lambda cls=cls: cls("simple", "simple", *grid["simple"])
+    out["all_reduce", "packet"] = lambda: AllReduce("packet", "packet", *grid["packet_narrow"], PACKET_MAX)
+    out["all_reduce", "packet_wide"] = lambda: AllReduce("packet_wide", "packet", *grid["packet"], PACKET_MAX)
+    return out
+
+
+def load_table() -> dict:
+    """The selection table: the defaults, overridden per collective by the tuner's file if PYMSCCLPP_TUNING_FILE
+    names one."""
+    path = os.environ.get("PYMSCCLPP_TUNING_FILE")
+    if not path:
+        return DEFAULT_TABLE
+    try:
+        with open(path) as f:
+            raw = json.load(f)
+        tuned = {op: [(float(limit), str(name)) for limit, name in rows] for op, rows in raw.items()}
+    except (OSError, ValueError, TypeError) as exc:
+        raise InvalidUsageError(f"PYMSCCLPP_TUNING_FILE={path!r}: cannot read a selection table ({exc})") from None
+    return {**DEFAULT_TABLE, **tuned}
+
+
+class AlgorithmCollection:
+    """The algorithms one communicator can use, by collective and name, and the per-call choice among them."""
+
+    def __init__(self, comm):
+        self.comm = comm
+        self.table = load_table()
+        self._factories = builtin_factories()
+        self._built: dict[tuple[str, str], Algorithm] = {}
+        self._ready: set[tuple[str, str]] = set()
+        self._choice: dict[tuple, Algorithm] = {}
+        self._preferred: list[tuple[str, str]] = []  # registered to be tried before the table, newest first
+
+    def names(self, collective: str) -> list[str]:
+        """Names of the algorithms registered for ``collective``, in registration order."""
+        return [n for c, n in self._factories if c == collective]
+
+    def register(self, algorithm: Algorithm | Callable[[], Algorithm], collective: str | None = None,
+                 name: str | None = None, prefer: bool = False) -> None:
+        """Add ``algorithm`` (or a builder of one, made on first use) under its collective and name; a name
+        already used for the collective is replaced. ``prefer``: try it before the table for every call it can
+        serve. Call it on every rank alike."""
+        if isinstance(algorithm, Algorithm):
+            collective, name = collective or algorithm.collective, name or algorithm.name
+            built = algorithm
+            self._factories[collective, name] = lambda: built
+        elif collective is None or name is None:
+            raise InvalidUsageError("register: an algorithm builder needs its collective and name")
+        else:
+            self._factories[collective, name] = algorithm
+        if collective not in COLLECTIVES:
+            raise InvalidUsageError(f"register: unknown collective {collective!r}: choose from {COLLECTIVES}")
+        if not name:
+            raise InvalidUsageError("register: an algorithm needs a name")
+        key = (collective, name)
+        self._built.pop(key, None)
+        self._ready.discard(key)
+        self._choice.clear()
+        if key in self._preferred:
+            self._preferred.remove(key)
+        if prefer:
+            self._preferred.insert(0, key)
+
+    def get(self, collective: str, name: str) -> Algorithm:
+        """The algorithm ``name`` of ``collective``, set up on this communicator (collectively, on first use)."""
+        key = (collective, name)
+        algo = self._built.get(key)
+        if algo is None:
+            if key not in self._factories:
+                raise InvalidUsageError(f"unknown {collective} algorithm {name!r}: choose from {self.names(collective)}")
+            algo = self._built[key] = self._factories[key]()
+        if key not in self._ready:
+            algo.setup(self.comm)
+            self._ready.add(key)
+        return algo
+
+    def select(self, call: Call, forced: str | None = None) -> Algorithm:
+        """The algorithm serving ``call``: ``forced`` by name, else the table's choice if it can serve the call,
+        else the first registered one that can. Raises InvalidUsageError naming why none can."""
+        shape = (call.collective, call.size, call.dtype, call.op, call.in_place, forced)
+        algo = self._choice.get(shape)
+        if algo is not None:
+            return algo
+        if forced is not None:
+            algo = self.get(call.collective, forced)
+            why = algo.why_not(self.comm, call)
+            if why is not None:
+                raise InvalidUsageError(f"{call.collective} algorithm {forced!r} cannot serve this call: {why}")
+        else:
+            algo = self._first_able(call)
+        if len(self._choice) >= _CHOICES:
+            self._choice.clear()
+        self._choice[shape] = algo
+        return algo
+
+    def _first_able(self, call: Call) -> Algorithm:
+        rows = self.table.get(call.collective, ())
+        first = [n for c, n in self._preferred if c == call.collective]
+        first += [n for limit, n in rows if call.size <= limit][:1]
+        reasons = []
+        for name in first + [n for n in self.names(call.collective) if n not in first]:
+            if (call.collective, name) not in self._factories:
+                raise InvalidUsageError(f"the selection table names {call.collective} algorithm {name!r}, which "
+                                        f"is not registered: choose from {self.names(call.collective)}")
+            candidate = self._built.get((call.collective, name)) or self._factories[call.collective, name]()
+            self._built[call.collective, name] = candidate
+            why = candidate.why_not(self.comm, call)
+            if why is None:
+                return self.get(call.collective, name)
+            reasons.append(f"{name}: {why}")
+        raise InvalidUsageError(f"no {call.collective} algorithm serves {call.size} bytes of {call.dtype} here ("
+                                + "; ".join(reasons) + ")")
+
+    def close(self) -> None:
+        """Close every algorithm that was set up."""
+        for key in self._ready:
+            self._built[key].close()
+        self._ready.clear()

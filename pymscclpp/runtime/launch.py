@@ -1,0 +1,157 @@
+"""The one kernel launcher of pymscclpp: named argument slots set once, a per-call rewrite, one driver call.
+
+numba's dispatcher re-types and re-flattens every argument on each launch (~16 us); ``Launch`` does that once,
+packs the kernel's parameters into one buffer and issues ``cuLaunchKernel`` with
+``CU_LAUNCH_PARAM_BUFFER_POINTER`` on the caller's stream (capturable in a CUDA graph). A call changes only the
+slots it names (``set_buffer``, ``set_int``). Under the simulator it calls the kernel. ``PYMSCCLPP_LAUNCH``:
+``packed`` (default), ``params`` (a pointer per parameter) or ``numba`` (numba's own launch path).
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+
+from ..errors import BackendError
+from . import numba_compat as nc
+from .backend import IS_SIM
+
+_CU_LAUNCH_PARAM_END, _CU_LAUNCH_PARAM_BUFFER_POINTER, _CU_LAUNCH_PARAM_BUFFER_SIZE = 0, 1, 2
+_libcuda = None
+
+
+def _driver():
+    """libcuda with the argument types of the calls made here set (loaded on first use)."""
+    global _libcuda
+    if _libcuda is None:
+        lib = ctypes.CDLL("libcuda.so.1")
+        lib.cuLaunchKernel.argtypes = [ctypes.c_void_p] + [ctypes.c_uint] * 7 + [ctypes.c_void_p] * 3
+        lib.cuLaunchKernel.restype = ctypes.c_int
+        lib.cuMemcpyDtoDAsync_v2.argtypes = [ctypes.c_uint64, ctypes.c_uint64, ctypes.c_size_t, ctypes.c_void_p]
+        lib.cuMemcpyDtoDAsync_v2.restype = ctypes.c_int
+        _libcuda = lib
+    return _libcuda
+
+
+def launch_mode() -> str:
+    """How kernels are launched: ``packed``, ``params`` or ``numba`` (always numba's under the simulator)."""
+    if IS_SIM:
+        return "numba"
+    mode = os.environ.get("PYMSCCLPP_LAUNCH", "packed").strip().lower() or "packed"
+    if mode not in ("packed", "params", "numba"):
+        raise BackendError(f"PYMSCCLPP_LAUNCH={mode!r}: expected packed, params or numba")
+    return mode
+
+
+def _param_offsets(values: list) -> tuple[list[int], int]:
+    """Offsets of the parameters ``values`` in a packed buffer (each at its natural alignment), and its size."""
+    offsets, at = [], 0
+    for v in values:
+        size = ctypes.sizeof(v)
+        at = (at + size - 1) // size * size
+        offsets.append(at)
+        at += size
+    return offsets, at
+
+
+def _driver_offsets(func: int, count: int) -> list[int] | None:
+    """The parameter offsets the driver reports for CUfunction ``func`` (cuFuncGetParamInfo), or None if it cannot."""
+    fn = getattr(_driver(), "cuFuncGetParamInfo", None)
+    if fn is None:
+        return None
+    fn.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.POINTER(ctypes.c_size_t), ctypes.POINTER(ctypes.c_size_t)]
+    offsets, off, size = [], ctypes.c_size_t(), ctypes.c_size_t()
+    for i in range(count):
+        if fn(func, i, ctypes.byref(off), ctypes.byref(size)) != 0:
+            return None
+        offsets.append(off.value)
+    return offsets
+
+
+class Launch:
+    """``kernel[griddim, blockdim](**args)`` ready to issue again and again with ``launch(stream)``.
+
+    ``args`` maps the kernel's parameter names, in order, to values (they stay referenced: their memory must
+    outlive the launch). ``compile_s``: seconds to compile or load the kernel; ``disk_cache_hit``: numba's disk
+    cache served it."""
+
+    def __init__(self, kernel, griddim: int, blockdim: int, args: dict, sharedmem: int = 0):
+        names = list(args)
+        if names != nc.parameter_names(kernel):
+            raise BackendError(f"launch of {kernel.py_func.__name__}: arguments {names} do not match its "
+                               f"parameters {nc.parameter_names(kernel)}")
+        self.kernel, self.griddim, self.blockdim, self.sharedmem = kernel, griddim, blockdim, sharedmem
+        self.values = dict(args)
+        self.mode = launch_mode()
+        self.compile_s, self.disk_cache_hit = 0.0, False
+        if IS_SIM:
+            return
+        compiled, self.compile_s, self.disk_cache_hit = nc.compile_for(kernel, tuple(args.values()))
+        if self.mode == "numba":
+            return
+        flat: list = []
+        self._first: dict[str, int] = {}
+        for name, ty in zip(names, nc.argument_types(compiled)):
+            self._first[name] = len(flat)
+            nc.flatten(ty, args[name], flat)
+        self._func = nc.cu_function(compiled)
+        self._cu = _driver().cuLaunchKernel
+        offsets, total = _param_offsets(flat)
+        if self.mode == "packed" and _driver_offsets(self._func, len(flat)) in (None, offsets):
+            self._buffer = (ctypes.c_char * max(total, 8))()
+            self._slots = [type(v).from_buffer(self._buffer, off) for v, off in zip(flat, offsets)]
+            for slot, v in zip(self._slots, flat):
+                slot.value = v.value
+            self._size = ctypes.c_size_t(total)
+            self._extra = (ctypes.c_void_p * 5)(_CU_LAUNCH_PARAM_BUFFER_POINTER, ctypes.addressof(self._buffer),
+                                                _CU_LAUNCH_PARAM_BUFFER_SIZE, ctypes.addressof(self._size),
+                                                _CU_LAUNCH_PARAM_END)
+            self._params = None
+        else:
+            self.mode = "params"
+            self._slots = flat
+            self._params = (ctypes.c_void_p * len(flat))(*[ctypes.addressof(v) for v in flat])
+            self._extra = None
+
+    def set_buffer(self, name: str, ptr: int, nbytes: int, array=None) -> None:
+        """Slot ``name`` (a 1-D uint8 array) now views ``nbytes`` at device address ``ptr``; the simulator, which
+        has no addresses, takes ``array`` itself."""
+        if self.mode == "numba":
+            if array is None:
+                from . import cudadrv
+                array = cudadrv.device_array(ptr, nbytes)
+            self.values[name] = array
+            return
+        base = self._first[name]
+        self._slots[base + nc.ARRAY_NITEMS].value = nbytes
+        self._slots[base + nc.ARRAY_DATA].value = ptr
+        self._slots[base + nc.ARRAY_SHAPE0].value = nbytes  # the stride stays 1
+
+    def set_int(self, name: str, value: int) -> None:
+        """Integer slot ``name`` is now ``value``."""
+        if self.mode == "numba":
+            self.values[name] = value
+        else:
+            self._slots[self._first[name]].value = value
+
+    def launch(self, stream: int = 0) -> None:
+        """Issue the kernel on the CUstream ``stream`` (a raw handle; 0 is the legacy default stream)."""
+        if self.mode != "numba":
+            rc = self._cu(self._func, self.griddim, 1, 1, self.blockdim, 1, 1, self.sharedmem, stream, self._params,
+                          self._extra)
+            if rc != 0:
+                raise BackendError(f"cuLaunchKernel of {self.kernel.py_func.__name__} failed with CUresult {rc}")
+            return
+        if IS_SIM:
+            self.kernel[self.griddim, self.blockdim](*self.values.values())
+            return
+        from numba import cuda
+        s = cuda.default_stream() if stream == 0 else cuda.external_stream(stream)
+        self.kernel[self.griddim, self.blockdim, s, self.sharedmem](*self.values.values())
+
+
+def copy_async(dst_ptr: int, src_ptr: int, nbytes: int, stream: int) -> None:
+    """Device-to-device copy on ``stream`` (GPU backend; capturable in a CUDA graph)."""
+    rc = _driver().cuMemcpyDtoDAsync_v2(dst_ptr, src_ptr, nbytes, stream)
+    if rc != 0:
+        raise BackendError(f"cuMemcpyDtoDAsync failed with CUresult {rc}")

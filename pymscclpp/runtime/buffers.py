@@ -144,7 +144,11 @@ def as_bytes(obj):
 def bytes_view(obj, info: BufferInfo):
     """``as_bytes`` for a buffer already validated as ``info``."""
     if IS_SIM:
-        return FakeCUDAArray(_sim_array(obj).reshape(-1).view(np.uint8))
+        view = FakeCUDAArray(_sim_array(obj).reshape(-1).view(np.uint8))
+        segment = getattr(obj, "_pymscclpp_segment", None)
+        if segment is not None:  # the view keeps a shared segment (and its registration) alive, like the GPU's
+            view._pymscclpp_segment = segment
+        return view
     return cudadrv.device_array(info.ptr, info.nbytes, owner=obj)
 
 

@@ -1,4 +1,8 @@
-"""pymscclpp: GPU collective communication in pure Python on numba-cuda, after MSCCL++."""
+"""pymscclpp: GPU collective communication in pure Python on numba-cuda, after MSCCL++.
+
+Importing it only chooses the backend (so ``numba.cuda`` loads in the right mode afterwards); the Communicator,
+the DSL, the executor and the integrations load on first use.
+"""
 
 __version__ = "0.1.0"
 
@@ -6,10 +10,18 @@ from .runtime import backend as _backend  # chooses gpu/sim before numba.cuda lo
 from .errors import (BackendError, BootstrapError, CommTimeoutError, InvalidUsageError,
                      PeerDisconnectedError, PymscclppError, RegistrationError)
 
-from .communicator import Communicator
-from .runtime.bootstrap import UniqueId, get_unique_id
-
 BACKEND = _backend.BACKEND
+_LAZY = {"Communicator": "communicator", "UniqueId": "runtime.bootstrap", "get_unique_id": "runtime.bootstrap"}
 
-__all__ = ["BACKEND", "BackendError", "Communicator", "UniqueId", "get_unique_id", "BootstrapError", "CommTimeoutError", "InvalidUsageError",
-           "PeerDisconnectedError", "PymscclppError", "RegistrationError", "__version__"]
+__all__ = ["BACKEND", "BackendError", "Communicator", "UniqueId", "get_unique_id", "BootstrapError", "CommTimeoutError",
+           "InvalidUsageError", "PeerDisconnectedError", "PymscclppError", "RegistrationError", "__version__"]
+
+
+def __getattr__(name: str):
+    """Load the public names that need numba-cuda (or more) when they are first used."""
+    if name in _LAZY:
+        import importlib
+        value = getattr(importlib.import_module(f".{_LAZY[name]}", __name__), name)
+        globals()[name] = value
+        return value
+    raise AttributeError(f"module 'pymscclpp' has no attribute {name!r}")

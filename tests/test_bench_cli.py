@@ -73,3 +73,20 @@ def test_summary_lists_sweeps_and_microbenchmarks(tmp_path):
                                                   "signal_oneway_us": 1.2, "ll16_oneway_us": 0.7}))
     text = "\n".join(summarize(str(tmp_path)))
     assert "all_reduce 1K us" in text and "2.33x" in text and "MemoryChannel put GB/s" in text
+
+
+@pytest.mark.mpi
+def test_host_benchmark_reports_every_collective_against_a_reference_op(tmp_path):
+    mpiexec = os.path.join(os.path.dirname(sys.executable), "mpiexec")
+    if not os.path.exists(mpiexec):
+        pytest.skip(f"no mpiexec next to {sys.executable} (pip install mpich)")
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    env = {**os.environ, "PYMSCCLPP_BACKEND": "sim", "PYTHONPATH": root, "PYMSCCLPP_CACHE_DIR": str(tmp_path)}
+    out = tmp_path / "host.json"
+    proc = subprocess.run([mpiexec, "-n", "2", sys.executable, "-m", "pymscclpp.bench", "--op", "host", "--calls", "2",
+                           "--reps", "1", "--json", str(out)], env=env, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    rows = json.loads(out.read_text())["rows"]
+    for c in ("all_reduce", "all_gather", "reduce_scatter", "all_to_all", "broadcast"):
+        assert rows[f"eager_{c}_us"] > 0 and rows[f"first_{c}_s"] > 0
+    assert rows["import_pymscclpp_s"] > 0 and rows["reference_us"] > 0

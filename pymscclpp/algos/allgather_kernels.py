@@ -10,7 +10,7 @@ from numba import cuda
 from .blocks import begin, copy_unless_same, end_round, peer_rank, receive, rounds, scale, send_to_peers, sync_round
 
 
-@cuda.jit
+@cuda.jit(cache=True)
 def exchange(chans, inp, out, scratch, flags, nbytes, slot_bytes, rank, nranks, send_stride, proto):
     """``inp[p * send_stride:][:nbytes]`` lands in rank p's ``out`` slot ``rank`` (``send_stride`` 0: all-gather,
     ``nbytes``: all-to-all): one packet hop (LL) or rounds of ``slot_bytes`` per slot (simple)."""

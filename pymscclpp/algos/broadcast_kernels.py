@@ -11,7 +11,7 @@ from ..channels import memory_channel as mc
 from .blocks import LL, SIMPLE, begin, copy_unless_same, end_round, peer_index, receive, rounds, scale, send
 
 
-@cuda.jit
+@cuda.jit(cache=True)
 def broadcast(chans, inp, out, scratch, flags, nbytes, slot_bytes, rank, nranks, root, proto):
     """The root sends each round once every peer's credit for its half has come (packets: a peer's launch
     began; simple: it read round r - 2); peers receive it into ``out``."""

@@ -147,6 +147,10 @@ class AlgorithmCollection:
         raise InvalidUsageError(f"no {call.collective} algorithm serves {call.size} bytes of {call.dtype} here ("
                                 + "; ".join(reasons) + ")")
 
+    def built(self) -> list[Algorithm]:
+        """The algorithms set up on this communicator so far."""
+        return [self._built[k] for k in self._ready]
+
     def close(self) -> None:
         """Close every algorithm that was set up."""
         for key in self._ready:

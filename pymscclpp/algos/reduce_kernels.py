@@ -42,7 +42,7 @@ def reduce_slots(proto, out, at, inp, own_off, rank, scratch, base, slot_bytes, 
         cuda.syncthreads()  # the next step reads ``out`` in its own thread layout
 
 
-@cuda.jit
+@cuda.jit(cache=True)
 def reduce(chans, inp, out, scratch, flags, nbytes, slot_bytes, rank, nranks, send_stride, kind, op, proto):
     """One-shot reduction of ``nbytes`` per slot: one packet hop (LL), or rounds of ``slot_bytes`` per slot
     (simple; needs ``nranks >= 2``, one rank being a copy)."""

@@ -24,7 +24,7 @@ def parse_size(text: str) -> int:
     return int(text)
 
 
-MICRO = {"memory_channel": "memory_channel", "port_channel": "port_channel"}
+MICRO = {"memory_channel": "memory_channel", "port_channel": "port_channel", "host": "host"}
 
 
 def main(argv=None) -> int:

@@ -25,13 +25,13 @@ from pymscclpp.runtime.communicator import Communicator
 from pymscclpp.runtime.memory import alloc
 
 
-@cuda.jit
+@cuda.jit(cache=True)
 def put_kernel(ch, nbytes):
     tid = cuda.blockIdx.x * cuda.blockDim.x + cuda.threadIdx.x
     mc.put(ch, 0, 0, nbytes, tid, cuda.gridDim.x * cuda.blockDim.x)
 
 
-@cuda.jit
+@cuda.jit(cache=True)
 def write_only_kernel(ch, nbytes):
     """Remote 16-byte stores of a constant: the NVLink write ceiling without local loads."""
     tid = cuda.blockIdx.x * cuda.blockDim.x + cuda.threadIdx.x
@@ -42,14 +42,14 @@ def write_only_kernel(ch, nbytes):
         i += nt
 
 
-@cuda.jit
+@cuda.jit(cache=True)
 def get_kernel(ch, nbytes):
     """Pull: read the peer's memory into ours (the NVLink read path)."""
     tid = cuda.blockIdx.x * cuda.blockDim.x + cuda.threadIdx.x
     mc.get(ch, 0, 0, nbytes, tid, cuda.gridDim.x * cuda.blockDim.x)
 
 
-@cuda.jit
+@cuda.jit(cache=True)
 def signal_pingpong(ch, iters, initiator):
     if cuda.threadIdx.x == 0:
         for _ in range(iters):
@@ -61,7 +61,7 @@ def signal_pingpong(ch, iters, initiator):
                 mc.signal(ch)
 
 
-@cuda.jit
+@cuda.jit(cache=True)
 def packet_pingpong(ch, iters, initiator, flag_base, ll8):
     for i in range(iters):
         f = flag_base + i

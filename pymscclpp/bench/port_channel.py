@@ -55,7 +55,7 @@ def _handshake(ch, initiator):
         pc.signal(ch)
 
 
-@cuda.jit
+@cuda.jit(cache=True)
 def put_bw(ch, nbytes, iters, initiator, out):
     """Initiator: ``iters`` puts back to back, one signal, then wait for the peer's ack; out[0] = ns."""
     if cuda.threadIdx.x == 0:
@@ -73,7 +73,7 @@ def put_bw(ch, nbytes, iters, initiator, out):
         pc.flush(ch)
 
 
-@cuda.jit
+@cuda.jit(cache=True)
 def pingpong(ch, nbytes, iters, echo, initiator, out):
     """The initiator put_with_signal's ``nbytes`` and waits; the peer answers with the same (``echo``) or with
     a bare signal (an ack), ``iters`` times; out[0] = ns."""
@@ -94,7 +94,7 @@ def pingpong(ch, nbytes, iters, echo, initiator, out):
         pc.flush(ch)
 
 
-@cuda.jit
+@cuda.jit(cache=True)
 def push_to_completion(ch, nbytes, iters, out):
     """``iters`` put_with_signal_and_flush, each waiting until the proxy completed it; out[0] = ns."""
     if cuda.threadIdx.x == 0:
@@ -104,7 +104,7 @@ def push_to_completion(ch, nbytes, iters, out):
         out[0] = globaltimer() - t0
 
 
-@cuda.jit
+@cuda.jit(cache=True)
 def trigger_storm(ch, iters, signals, out):
     """``iters`` triggers from one thread: signals, or 0-byte puts (validated, nothing to copy), then a
     flush; out[0] = ns until the flush returned."""

@@ -2,12 +2,12 @@
 
 A kernel's source file is named by a hash of everything it depends on (plan hash, rank, dtype kind, op,
 size class, variant, and the source of pymscclpp's device code); GPU kernels are ``cuda.jit(cache=True)``,
-so numba keeps their compiled code next to the file and a second process loads it instead of compiling.
+so numba keeps their compiled code in ``runtime.kernel_cache``'s folder and a second process loads it instead
+of compiling.
 """
 
 from __future__ import annotations
 
-import functools
 import hashlib
 import importlib.util
 import os
@@ -17,33 +17,21 @@ import time
 from pathlib import Path
 from types import ModuleType
 
+from ..runtime import kernel_cache
 from .codegen import KernelSpec
 
 _modules: dict[str, ModuleType] = {}
-_DEVICE_SOURCES = ("channels/primitives.py", "channels/reduce.py", "channels/semaphore.py", "channels/ptx.py",
-                   "channels/device_errors.py", "executor/device.py", "executor/codegen.py")
 
 
 def cache_dir() -> Path:
     """Where generated kernels live: ``$PYMSCCLPP_CACHE_DIR/executor`` (default ``~/.cache/pymscclpp``)."""
-    root = os.environ.get("PYMSCCLPP_CACHE_DIR") or os.path.join(os.path.expanduser("~"), ".cache", "pymscclpp")
-    return Path(root) / "executor"
-
-
-@functools.cache
-def _code_digest() -> str:
-    """Hash of pymscclpp's version and device code: a change there must not reuse old compiled kernels."""
-    from .. import __version__
-    root = Path(__file__).resolve().parent.parent
-    h = hashlib.sha256(__version__.encode())
-    for rel in _DEVICE_SOURCES:
-        h.update((root / rel).read_bytes())
-    return h.hexdigest()
+    return kernel_cache.root() / "executor"
 
 
 def kernel_key(spec: KernelSpec) -> str:
     """The cache key of a kernel."""
-    fields = (spec.xplan.key, spec.rank, spec.kind, spec.op, spec.size_class, spec.sim_threads, _code_digest())
+    fields = (spec.xplan.key, spec.rank, spec.kind, spec.op, spec.size_class, spec.sim_threads,
+              kernel_cache.device_code_digest())
     return hashlib.sha256(repr(fields).encode()).hexdigest()[:32]
 
 

@@ -1,0 +1,161 @@
+"""Host-side costs, in one run: import, communicator set-up, each collective's first call (and whether numba's
+disk cache served its kernel), and the eager enqueue cost of each collective against a one-element-wise torch
+op (a trivial numba kernel launch without torch) in the same process.
+
+``mpirun -np 2 python -m pymscclpp.bench --op host [--json FILE]``: on one GPU (ranks may share it) or on the
+simulator, where only the host figures mean anything. Run it twice with one ``PYMSCCLPP_CACHE_DIR`` to see a
+cold and a warm kernel cache.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+
+from numba import cuda  # pymscclpp, the parent package, chose the backend first
+
+COLLECTIVES = ("all_reduce", "all_gather", "reduce_scatter", "all_to_all", "broadcast")
+
+
+@cuda.jit(cache=True)
+def add_one(a):
+    """The reference op without torch: one trivial kernel."""
+    i = cuda.threadIdx.x
+    if i < a.shape[0]:
+        a[i] += 1
+
+
+def import_seconds() -> float:
+    """Seconds ``import pymscclpp`` takes in a fresh interpreter (no torch)."""
+    code = "import time; t = time.perf_counter(); import pymscclpp; print(time.perf_counter() - t)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    return float(out.stdout.strip().splitlines()[-1])
+
+
+class Buffers:
+    """Device buffers of one collective at ``nbytes``, as torch tensors when torch has a device here, else numba."""
+
+    def __init__(self, torch, comm, nbytes: int):
+        self.torch, self.comm, self.n = torch, comm, max(1, nbytes // 4)
+
+    def make(self, count: int):
+        if self.torch is not None:
+            return self.torch.ones(count, dtype=self.torch.float32, device=_device(self.torch))
+        import numpy as np
+        return cuda.to_device(np.ones(count, np.float32))
+
+    def call(self, collective: str):
+        """A no-argument function issuing ``collective`` on these buffers."""
+        c, n, size = self.comm, self.n, self.comm.size
+        if collective == "all_reduce":
+            x = self.make(n)
+            return lambda: c.all_reduce(x)
+        if collective == "broadcast":
+            x = self.make(n)
+            return lambda: c.broadcast(x, 0)
+        if collective == "all_gather":
+            x, out = self.make(n), self.make(n * size)
+            return lambda: c.all_gather(x, out)
+        x, out = self.make(n * size), self.make(n if collective == "reduce_scatter" else n * size)
+        return lambda: getattr(c, collective)(x, out)
+
+
+def _device(torch) -> str:
+    import pymscclpp
+    return "cuda" if pymscclpp.BACKEND == "gpu" else "cpu"
+
+
+def _sync(torch) -> None:
+    import pymscclpp
+    if pymscclpp.BACKEND != "gpu":
+        return
+    if torch is not None:
+        torch.cuda.synchronize()
+    else:
+        cuda.synchronize()
+
+
+def reference_op(torch):
+    """The op an eager collective is held against: ``x.add_(1)`` on 256 floats, else a numba kernel launch."""
+    if torch is not None:
+        y = torch.ones(256, dtype=torch.float32, device=_device(torch))
+        return "torch x.add_(1)", lambda: y.add_(1)
+    import numpy as np
+    arr = cuda.to_device(np.ones(32, np.float32))
+    return "numba kernel launch", lambda: add_one[1, 32](arr)
+
+
+def host_us(fn, calls: int, reps: int, barrier, torch) -> float:
+    """Median host microseconds per call of ``fn`` issued ``calls`` times without synchronizing."""
+    samples = []
+    for _ in range(reps):
+        barrier()
+        _sync(torch)
+        start = time.perf_counter()
+        for _ in range(calls):
+            fn()
+        samples.append((time.perf_counter() - start) / calls * 1e6)
+        _sync(torch)
+    return statistics.median(samples)
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m pymscclpp.bench --op host", description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--bytes", type=int, default=1024, help="message size of the eager calls")
+    ap.add_argument("--calls", type=int, default=200)
+    ap.add_argument("--reps", type=int, default=15)
+    ap.add_argument("--json", help="write the figures here (rank 0)")
+    args = ap.parse_args(argv)
+    from mpi4py import MPI
+    world = MPI.COMM_WORLD
+    rows: dict = {"import_pymscclpp_s": import_seconds() if world.Get_rank() == 0 else None}
+    import pymscclpp
+    try:
+        import torch
+    except ImportError:
+        torch = None
+    if torch is not None and pymscclpp.BACKEND == "gpu":
+        torch.cuda.set_device(0 if torch.cuda.device_count() == 1 else world.Get_rank() % torch.cuda.device_count())
+    start = time.perf_counter()
+    comm = pymscclpp.Communicator.from_mpi(world)
+    rows["setup_s"] = time.perf_counter() - start
+    bufs = Buffers(torch, comm, args.bytes)
+    calls = {c: bufs.call(c) for c in COLLECTIVES}
+    for c, fn in calls.items():
+        world.Barrier()
+        start = time.perf_counter()
+        fn()
+        _sync(torch)
+        rows[f"first_{c}_s"] = time.perf_counter() - start
+    rows["disk_cache_hits"] = sum(bool(getattr(getattr(a, "kernel_launch", None), "disk_cache_hit", False))
+                                  for a in comm.algorithms.built())
+    name, ref = reference_op(torch)
+    ref()
+    _sync(torch)
+    rows["reference_op"] = name
+    rows["reference_us"] = host_us(ref, args.calls, args.reps, world.Barrier, torch)
+    for c, fn in calls.items():
+        rows[f"eager_{c}_us"] = host_us(fn, args.calls, args.reps, world.Barrier, torch)
+    comm.check_device_errors()
+    comm.close()
+    if world.Get_rank() == 0:
+        print(f"# host costs: {comm.size} ranks, backend {pymscclpp.BACKEND}, {args.bytes}-byte eager calls, "
+              f"median of {args.reps} x {args.calls}", flush=True)
+        for key, value in rows.items():
+            ratio = f"  ({value / rows['reference_us']:.2f}x the reference op)" if key.startswith("eager_") else ""
+            print(f"{key:<28} {value:.6g}{ratio}" if isinstance(value, float) else f"{key:<28} {value}", flush=True)
+        if args.json:
+            with open(args.json, "w") as f:
+                json.dump({"args": vars(args), "rows": rows, "ranks": comm.size,
+                           "cache_dir": os.environ.get("NUMBA_CACHE_DIR")}, f, indent=1)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

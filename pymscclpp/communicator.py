@@ -130,6 +130,7 @@ class Communicator(_RuntimeCommunicator):
     def _run(self, collective: str, algo, size: int, nbytes: int, sendbuf, send, recvbuf, recv, stream,
              op: str = "sum", root: int = 0) -> None:
         """Launch ``collective`` on checked buffers moving ``nbytes`` per slot (a copy on one rank)."""
+        self.raise_if_failed()
         if nbytes == 0:
             return
         out = sendbuf if recvbuf is None else recvbuf
@@ -145,3 +146,5 @@ class Communicator(_RuntimeCommunicator):
                     op if collective in REDUCING else "sum", root, stream_handle(stream, sendbuf, self.device),
                     in_place)
         self.algorithms.select(call, algo).launch(call)
+        if IS_SIM:  # a simulated kernel has finished by now: its failure is this call's
+            self.check_device_errors()

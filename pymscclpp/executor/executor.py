@@ -99,6 +99,7 @@ class Executor:
         ``op`` (sum, min, max, prod) is used by every reduction of the plan. Raises ``PlanError`` when the plan
         cannot run here (ranks, hosts, semaphores, scratch, dtype), before anything is launched.
         """
+        self.comm.raise_if_failed()
         key = (id(plan), id(sendbuf), id(recvbuf), op)
         hit = self._fast.get(key)
         if hit is not None and hit[0] is plan and hit[1] is sendbuf and hit[2] is recvbuf:

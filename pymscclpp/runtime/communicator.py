@@ -13,10 +13,10 @@ import numpy as np
 
 from .._log import get_logger
 from .device_errors import ERR_WORDS, WaitContext, describe
-from ..errors import CommTimeoutError, InvalidUsageError
+from ..errors import CommTimeoutError, InvalidUsageError, PeerDisconnectedError
 from . import config
 from .backend import IS_SIM
-from .memory import RegisteredMemory, RemoteMemory, alloc, host_id, view_as
+from .memory import RegisteredMemory, RemoteMemory, host_id, view_as
 from .liveness import LivenessMonitor, liveness_enabled
 from .tokens import DevicePool, HostPool, PeerPools
 
@@ -60,8 +60,10 @@ class Communicator:
         slots = _max_semaphores()
         self.device_pool = DevicePool(slots, self.job_token, self.rank, self.device)
         self.host_pool = HostPool(slots)
-        self._err_buf = alloc(ERR_WORDS * 8)
-        self.error_area = view_as(self._err_buf, np.int64)
+        err_slot = self.host_pool.slots.take(ERR_WORDS)  # host memory the device writes: read with no sync
+        self.error_area = view_as(self.host_pool.device_inbound(err_slot, ERR_WORDS), np.int64)
+        self._error_words = self.host_pool.words[err_slot:err_slot + ERR_WORDS].view(np.int64)
+        self._failure: Exception | None = None
         self._abort_slot = self.host_pool.slots.take()  # host memory the device reads: see abort_device_waits
         self.abort_word = self.host_pool.device_inbound(self._abort_slot)
         self.peer_pools = self._exchange_pools()
@@ -167,14 +169,26 @@ class Communicator:
 
     # -- errors and teardown ------------------------------------------------------------------
     def check_device_errors(self) -> None:
-        """Raise CommTimeoutError if a device wait of a finished kernel ran out of budget (and clear it);
-        PeerDisconnectedError first if the liveness monitor found a dead peer (the likely cause)."""
-        if self.liveness is not None:
-            self.liveness.check()
-        text = describe(self.error_area.copy_to_host())
-        if text is not None:
-            self.error_area.copy_to_device(np.zeros(ERR_WORDS, np.int64))
-            raise CommTimeoutError(text)
+        """Raise if a device wait of this communicator's kernels ran out of budget or was aborted:
+        PeerDisconnectedError first if the liveness monitor found a dead peer (the likely cause), else
+        CommTimeoutError. Sticky, as NCCL's asynchronous errors: once raised, every later call raises it again,
+        until the communicator is closed and a new one made."""
+        if self._failure is not None:
+            raise self._failure
+        try:
+            if self.liveness is not None:
+                self.liveness.check()
+            text = describe(self._error_words)
+            if text is not None:
+                raise CommTimeoutError(text)
+        except (CommTimeoutError, PeerDisconnectedError) as exc:
+            self._failure = exc
+            raise
+
+    def raise_if_failed(self) -> None:
+        """``check_device_errors`` at the cost of one host-memory read when nothing failed (every call makes it)."""
+        if self._failure is not None or self._error_words[0] != 0 or self.host_pool.words[self._abort_slot] != 0:
+            self.check_device_errors()
 
     def wait_context(self, peer: int = -1, channel: int = -1) -> WaitContext:
         """The error context device waits of this communicator's kernels record failures with."""

@@ -15,7 +15,7 @@ from .._log import get_logger
 from ..channels.device_errors import ERR_WORDS, describe
 from ..errors import CommTimeoutError, InvalidUsageError
 from . import config
-from .backend import IS_SIM
+from .backend import IS_SIM, announce
 from .memory import RegisteredMemory, RemoteMemory, alloc, host_id, view_as
 from .liveness import LivenessMonitor, liveness_enabled
 from .tokens import DevicePool, HostPool, PeerPools
@@ -45,6 +45,7 @@ class Communicator:
         self.bootstrap = bootstrap
         self.transport = transport  # PortChannel transport override for every peer (None: by topology)
         self.rank, self.size = bootstrap.rank, bootstrap.size
+        announce(self.rank)
         self.job_token = bootstrap.job_token
         self.timeout_s = (config.timeout_s() if isinstance(timeout_s, str) and timeout_s == "env" else
                           None if timeout_s is None else config.checked_timeout_s(timeout_s, f"timeout_s={timeout_s!r}"))

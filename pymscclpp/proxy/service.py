@@ -23,6 +23,7 @@ from ..channels.fifo import CTRL_STOP, DEFAULT_SIZE, MAX_FIELD, MAX_MEMORIES, MA
     TRIGGER_FLAG, TRIGGER_SYNC, Fifo, decode
 from ..channels.port_channel import PortChannel
 from ..errors import InvalidUsageError, ProxyError
+from ..runtime import handoff
 from ..runtime.backend import IS_SIM
 from ..runtime.memory import RemoteMemory, buffer_info
 from ..transports import Transport, forced, negotiate, pack_offer, propose, unpack_offer
@@ -171,8 +172,8 @@ class ProxyService:
         conn = self._connection(peer)
         comm, tag = self.comm, self.comm._pair_tag(peer)
         if conn.transport == Transport.CUDA_IPC:
-            comm.bootstrap.send(comm.register_memory(inbox).serialize(), peer, tag)
-            remote = RemoteMemory(comm.bootstrap.recv(peer, tag), job_token=comm.job_token)
+            remote = handoff.trade(comm.bootstrap, peer, tag, comm.register_memory(inbox).serialize(),
+                                   lambda data: RemoteMemory(data, job_token=comm.job_token))
             if remote.rank != peer:
                 raise ProxyError(f"rank {comm.rank}: memory handle from peer {peer} claims rank {remote.rank}")
             return self._add_entry(_Memory(False, _device_address(remote.array), remote.nbytes, peer,

@@ -14,7 +14,7 @@ import numpy as np
 from .._log import get_logger
 from ..channels.device_errors import ERR_WORDS, describe
 from ..errors import CommTimeoutError, InvalidUsageError
-from . import config
+from . import config, handoff
 from .backend import IS_SIM, announce
 from .memory import RegisteredMemory, RemoteMemory, alloc, host_id, view_as
 from .liveness import LivenessMonitor, liveness_enabled
@@ -135,9 +135,8 @@ class Communicator:
         """Register ``buf``, send it to ``peer``, and map the buffer ``peer`` sends back (pairwise)."""
         self._check_peer(peer, same_host=True)
         reg = self.register_memory(buf)
-        tag = self._pair_tag(peer)
-        self.bootstrap.send(reg.serialize(), peer, tag)
-        remote = RemoteMemory(self.bootstrap.recv(peer, tag), job_token=self.job_token)
+        remote = handoff.trade(self.bootstrap, peer, self._pair_tag(peer), reg.serialize(),
+                               lambda data: RemoteMemory(data, job_token=self.job_token))
         if remote.rank != peer:
             raise InvalidUsageError(f"rank {self.rank}: memory handle from peer {peer} claims rank {remote.rank}")
         self._closables.append(remote)

@@ -14,7 +14,7 @@ import numpy as np
 from .._log import get_logger
 from ..channels.device_errors import ERR_WORDS, describe
 from ..errors import CommTimeoutError, InvalidUsageError
-from . import config, handoff
+from . import config, handoff, watchdog
 from .backend import IS_SIM, announce
 from .memory import RegisteredMemory, RemoteMemory, alloc, host_id, view_as
 from .liveness import LivenessMonitor, liveness_enabled
@@ -64,6 +64,7 @@ class Communicator:
         self.error_area = view_as(self._err_buf, np.int64)
         self._abort_slot = self.host_pool.slots.take()  # host memory the device reads: see abort_device_waits
         self.abort_word = self.host_pool.device_inbound(self._abort_slot)
+        watchdog.watch(self)  # before anything that starts threads: a bad PYMSCCLPP_ASYNC_ERROR_HANDLING raises here
         self.peer_pools = self._exchange_pools()
         self.liveness = LivenessMonitor(bootstrap).start() if liveness_enabled() and self.size > 1 else None
         if self.liveness is not None:
@@ -176,6 +177,7 @@ class Communicator:
 
     def close(self) -> None:
         """Unmap peers' memory, release token pools and the bootstrap."""
+        watchdog.unwatch(self)
         if self.liveness is not None:
             self.liveness.stop()
             self.liveness = None

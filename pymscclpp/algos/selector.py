@@ -1,7 +1,7 @@
 """Pick an algorithm per collective and message size from a selection table, and build it once.
 
 The table maps a collective to ``[(max_bytes, algorithm name), ...]`` in ascending size; the tuner
-(``python -m pymscclpp.bench --tune``) writes one per machine to ``PYMSCCLPP_TUNING_FILE``. Sizes follow
+(``python -m pymscclpp.bench.tune``) writes one per machine to ``PYMSCCLPP_TUNING_FILE``. Sizes follow
 nccl-tests: all_gather counts the gathered output, reduce_scatter and all_to_all the send buffer.
 """
 

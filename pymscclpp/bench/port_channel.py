@@ -1,4 +1,4 @@
-"""PortChannel benchmarks on 2 GPUs: ``mpirun -np 2 python python -m pymscclpp.bench --op port_channel [--json FILE]``.
+"""PortChannel benchmarks on 2 GPUs: ``mpirun -np 2 python -m pymscclpp.bench --op port_channel [--json FILE]``.
 
 Every number is timed on the device (``%globaltimer`` of the initiator's thread, so kernel launch
 and the ranks' start skew are not counted: each timed kernel first does a signal handshake, so both

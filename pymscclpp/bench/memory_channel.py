@@ -150,7 +150,7 @@ def nccl_reference(rank: int, nbytes: int, reps: int) -> dict:
 
 
 def main(argv=None) -> None:
-    ap = argparse.ArgumentParser(description=__doc__)
+    ap = argparse.ArgumentParser(prog="python -m pymscclpp.bench --op memory_channel", description=__doc__)
     ap.add_argument("--bytes", type=int, default=4096 if IS_SIM else 128 << 20)
     ap.add_argument("--reps", type=int, default=2 if IS_SIM else 20)
     ap.add_argument("--blocks", type=int, default=1 if IS_SIM else 132)

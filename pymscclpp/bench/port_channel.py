@@ -227,7 +227,8 @@ def measure(comm, world, transport: str, big: int, reps: int, storm: int, lat_it
 
 
 def main(argv=None) -> None:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = argparse.ArgumentParser(prog="python -m pymscclpp.bench --op port_channel", description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--bytes", type=int, default=128 << 20)
     ap.add_argument("--eth-bytes", type=int, default=32 << 20)
     ap.add_argument("--reps", type=int, default=5)

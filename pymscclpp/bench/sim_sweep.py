@@ -15,7 +15,11 @@ _REDUCE = {"sum": np.sum, "min": np.min, "max": np.max}
 
 def _np_dtype(name: str):
     if name == "bfloat16":
-        import ml_dtypes
+        try:
+            import ml_dtypes
+        except ImportError:
+            raise SystemExit("bfloat16 on the simulator needs ml_dtypes (pip install ml_dtypes); "
+                             "or pass --dtype float32") from None
         return np.dtype(ml_dtypes.bfloat16)
     return np.dtype(name)
 

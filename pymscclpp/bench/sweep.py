@@ -15,7 +15,11 @@ HEADER = (f"{'size':>12} {'count':>12} {'type':>9} {'redop':>6} | {'pymscclpp us
 
 def _setup():
     """mpi4py world, torch device and process group, pymscclpp communicator."""
-    import torch
+    try:
+        import torch
+    except ImportError:
+        raise SystemExit("python -m pymscclpp.bench on GPUs needs torch (tensors, CUDA events, NCCL): "
+                         "pip install torch") from None
     import torch.distributed as dist
     from mpi4py import MPI
 

@@ -76,7 +76,8 @@ reinit = deinit = init
 @pytest.mark.parametrize("order", ["pymscclpp first", "numba first"])
 def test_numba_messages_carry_no_ansi_codes_even_with_colorama(tmp_path, order):
     (tmp_path / "colorama.py").write_text(FAKE_COLORAMA)  # colours every text and writes a reset, like colorama
-    first = "import pymscclpp; import numba.cuda" if order == "pymscclpp first" else "import numba.cuda; import pymscclpp"
+    first = {"pymscclpp first": "import pymscclpp; import numba.cuda",
+             "numba first": "import numba.cuda; import pymscclpp"}[order]
     proc = run_python(f"""
         {first}
         from numba.core import errors

@@ -64,7 +64,7 @@ class Communicator:
         self.error_area = view_as(self._err_buf, np.int64)
         self._abort_slot = self.host_pool.slots.take()  # host memory the device reads: see abort_device_waits
         self.abort_word = self.host_pool.device_inbound(self._abort_slot)
-        watchdog.watch(self)  # before anything that starts threads: a bad PYMSCCLPP_ASYNC_ERROR_HANDLING raises here
+        watchdog.watch(self)  # before the liveness thread starts: a bad setting raises with nothing to undo
         self.peer_pools = self._exchange_pools()
         self.liveness = LivenessMonitor(bootstrap).start() if liveness_enabled() and self.size > 1 else None
         if self.liveness is not None:

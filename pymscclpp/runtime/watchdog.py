@@ -11,10 +11,10 @@ job). Collectives never touch the watchdog: ``watch``/``unwatch`` run once per c
 
 from __future__ import annotations
 
+import atexit
 import os
 import sys
 import threading
-import time
 import weakref
 
 import numpy as np
@@ -29,9 +29,11 @@ POLL_S = 1.0
 _MODES = {"0": "none", "none": "none", "1": "abort", "abort": "abort"}
 _log = get_logger("watchdog")
 _lock = threading.Lock()
-_watched: weakref.WeakSet = weakref.WeakSet()
+_watched: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()  # comm -> (device, error area address)
 _reported: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()  # comm -> the error words last logged
 _thread: threading.Thread | None = None
+_stopping = threading.Event()  # set at interpreter exit: no driver calls while CUDA is torn down
+atexit.register(_stopping.set)
 
 
 def mode() -> str:
@@ -46,8 +48,9 @@ def watch(comm) -> None:
     """Watch ``comm``'s error area from now on (a weak reference: a dropped communicator is forgotten)."""
     global _thread
     mode()  # a bad setting fails at construction, not later in the thread
+    address = buffer_info(comm.error_area).ptr
     with _lock:
-        _watched.add(comm)
+        _watched[comm] = (comm.device, address)
         if _thread is None:
             _thread = threading.Thread(target=_run, daemon=True, name="pymscclpp-watchdog")
             _thread.start()
@@ -56,16 +59,16 @@ def watch(comm) -> None:
 def unwatch(comm) -> None:
     """Stop watching ``comm`` (before its error area is released)."""
     with _lock:
-        _watched.discard(comm)
+        _watched.pop(comm, None)
 
 
 def poll() -> list[str]:
     """Check every watched communicator once; the errors newly found (logged, or the process aborted)."""
     with _lock:
-        comms = list(_watched)
+        comms = list(_watched.items())
     found = []
-    for comm in comms:
-        words = _read(comm)
+    for comm, (device, address) in comms:
+        words = _read(device, address)
         text = describe(words)
         if text is None:
             _reported.pop(comm, None)  # cleared by a check: the same error later is a new one
@@ -83,14 +86,14 @@ def poll() -> list[str]:
 _streams: dict[int, int] = {}  # device -> the watchdog's non-blocking stream
 
 
-def _read(comm) -> np.ndarray:
-    """A host copy of ``comm``'s error area (int64[ERR_WORDS])."""
+def _read(device: int, address: int) -> np.ndarray:
+    """A host copy of the error area (int64[ERR_WORDS]) at device ``address``."""
     from ..transports import driver
     out = np.zeros(ERR_WORDS, np.int64)
-    driver.make_current(comm.device)
-    if comm.device not in _streams:
-        _streams[comm.device] = driver.create_stream()
-    driver.to_host(out.ctypes.data, buffer_info(comm.error_area).ptr, out.nbytes, _streams[comm.device])
+    driver.make_current(device)
+    if device not in _streams:
+        _streams[device] = driver.create_stream()
+    driver.to_host(out.ctypes.data, address, out.nbytes, _streams[device])
     return out
 
 
@@ -101,8 +104,7 @@ def _abort(text: str) -> None:
 
 
 def _run() -> None:
-    while True:
-        time.sleep(POLL_S)
+    while not _stopping.wait(POLL_S):
         try:
             poll()
         except Exception:  # the watchdog must never take the rank down by itself

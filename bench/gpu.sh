@@ -30,6 +30,7 @@ nvidia-smi --query-gpu=index,name,driver_version --format=csv,noheader | tee "$o
 nvidia-smi topo -m >> "$out/gpus.txt" 2>&1
 python3 -c "import numpy, numba, numba.cuda, cuda.bindings, torch; print('numpy', numpy.__version__, 'numba', numba.__version__, 'cuda.bindings', cuda.bindings.__version__, 'torch', torch.__version__, 'nccl', torch.cuda.nccl.version())" | tee -a "$out/gpus.txt"
 run primitives_tests mpirun -np "$np" python3 tests/gpu/run_primitives.py
+run watchdog_tests mpirun -np 2 python3 tests/gpu/run_watchdog.py
 run primitives_bench mpirun -np "$np" python3 -m pymscclpp.bench --op memory_channel --json "$out/primitives.json"
 run collectives_tests mpirun -np "$np" python3 tests/gpu/run_collectives.py
 PYMSCCLPP_SOCKET_ADDR=127.0.0.1 run port_tests mpirun -np "$np" python3 tests/gpu/run_port.py

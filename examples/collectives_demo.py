@@ -1,6 +1,6 @@
 """Every collective of pymscclpp.Communicator on every rank, checked against NumPy.
 
-Run: ``mpiexec -n 2 python examples/collectives_demo.py`` (GPUs, or the CUDA simulator without one).
+Run: ``.venv/bin/mpiexec -n 2 .venv/bin/python examples/collectives_demo.py`` (GPUs, or the CUDA simulator without one).
 """
 import numpy as np
 from mpi4py import MPI

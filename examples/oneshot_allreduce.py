@@ -1,7 +1,7 @@
 """One-shot all-reduce written by hand with MemoryChannel: the docs/tutorial.md example.
 
 Every rank puts its input into slot ``rank`` of each peer's inbox, signals, waits for all
-peers, then sums. Run: ``mpiexec -n 2 python examples/oneshot_allreduce.py`` (GPU or simulator).
+peers, then sums. Run: ``.venv/bin/mpiexec -n 2 .venv/bin/python examples/oneshot_allreduce.py`` (GPU or simulator).
 """
 import numpy as np
 from mpi4py import MPI

@@ -6,15 +6,17 @@ the DSL, the executor and the integrations load on first use.
 
 __version__ = "0.1.0"
 
-from .runtime import backend as _backend  # chooses gpu/sim before numba.cuda loads
+from .runtime import backend as _backend  # chooses gpu/sim (re-imports numba.cuda as the simulator if needed)
 from .errors import (BackendError, BootstrapError, CommTimeoutError, InvalidUsageError,
                      PeerDisconnectedError, PymscclppError, RegistrationError)
 
 BACKEND = _backend.BACKEND
-_LAZY = {"Communicator": "communicator", "UniqueId": "runtime.bootstrap", "get_unique_id": "runtime.bootstrap"}
+_LAZY = {"Communicator": "communicator", "UniqueId": "runtime.bootstrap", "get_unique_id": "runtime.bootstrap",
+         "alloc": "runtime.memory"}
 
-__all__ = ["BACKEND", "BackendError", "Communicator", "UniqueId", "get_unique_id", "BootstrapError", "CommTimeoutError",
-           "InvalidUsageError", "PeerDisconnectedError", "PymscclppError", "RegistrationError", "__version__"]
+__all__ = ["BACKEND", "BackendError", "Communicator", "alloc", "UniqueId", "get_unique_id", "BootstrapError",
+           "CommTimeoutError", "InvalidUsageError", "PeerDisconnectedError", "PymscclppError", "RegistrationError",
+           "__version__"]
 
 
 def __getattr__(name: str):

@@ -13,11 +13,10 @@ def run_python(code: str, **env) -> subprocess.CompletedProcess:
                           timeout=60)
 
 
-def test_no_gpu_falls_back_to_simulator_and_says_so_once():
+def test_no_gpu_falls_back_to_simulator():
     proc = run_python("import pymscclpp, pymscclpp.runtime.backend as b; print(pymscclpp.BACKEND)")
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.strip() == "sim"
-    assert proc.stderr.count("CUDA simulator") == 1
 
 
 def test_unknown_backend_value_is_rejected_with_the_choices():
@@ -28,11 +27,6 @@ def test_unknown_backend_value_is_rejected_with_the_choices():
 def test_forcing_gpu_without_a_gpu_fails_clearly():
     proc = run_python("import pymscclpp", PYMSCCLPP_BACKEND="gpu")
     assert proc.returncode != 0 and "no CUDA device is visible" in proc.stderr
-
-
-def test_numba_cuda_imported_first_without_gpu_is_reported():
-    proc = run_python("from numba import cuda; import pymscclpp")
-    assert proc.returncode != 0 and "import pymscclpp before numba.cuda" in proc.stderr
 
 
 def test_simulator_env_set_before_numba_import_is_honoured():

@@ -63,6 +63,7 @@ def test_primitive_microbenchmarks_are_ops_of_the_same_cli():
         proc = subprocess.run([sys.executable, "-m", "pymscclpp.bench", "--op", op, "--help"], capture_output=True,
                               text=True, timeout=60)
         assert proc.returncode == 0 and "--json" in proc.stdout, proc.stderr
+        assert f"usage: python -m pymscclpp.bench --op {op}" in proc.stdout and "python python" not in proc.stdout
 
 
 def test_summary_lists_sweeps_and_microbenchmarks(tmp_path):

@@ -2,7 +2,8 @@
 
 ``mpirun -np 2 python -m pymscclpp.bench -b 1K -e 1G -f 4 --dtype bfloat16 --graph --check --compare nccl``
 prints size, count, type, redop, time, algbw, busbw, #wrong for pymscclpp and NCCL side by side,
-and writes JSON (``--json``). Needs torch (tensors, events, NCCL through torch.distributed).
+and writes JSON (``--json``). On GPUs it needs torch (tensors, events, NCCL through torch.distributed); on
+the CUDA simulator it runs eager on numba arrays at small sizes (default 1K..16K), checked against NumPy.
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ import json
 import os
 import sys
 
-from .sweep import run_sweep
+from ..runtime.backend import IS_SIM
 
 
 def parse_size(text: str) -> int:
@@ -41,16 +42,17 @@ def main(argv=None) -> int:
                          "signal and LL packet ping-pong; port_channel: proxy put bandwidth and latency), which "
                          "takes its own options after --op NAME")
     ap.add_argument("-b", "--minbytes", type=parse_size, default=parse_size("1K"))
-    ap.add_argument("-e", "--maxbytes", type=parse_size, default=parse_size("64M"))
+    ap.add_argument("-e", "--maxbytes", type=parse_size, default=parse_size("16K" if IS_SIM else "64M"))
     ap.add_argument("-f", "--stepfactor", type=int, default=4)
     ap.add_argument("--dtype", default="bfloat16", choices=["bfloat16", "float16", "float32", "int32", "uint8"])
     ap.add_argument("--redop", default="sum", choices=["sum", "min", "max"])
     mode = ap.add_mutually_exclusive_group()
     mode.add_argument("--graph", dest="graph", action="store_true", default=True, help="CUDA-graph replays (default)")
     mode.add_argument("--eager", dest="graph", action="store_false", help="one launch per call")
-    ap.add_argument("--iters", type=int, default=50, help="calls per timed run (captured in one graph)")
-    ap.add_argument("--reps", type=int, default=20, help="timed runs; the median is reported")
-    ap.add_argument("--warmup", type=int, default=5)
+    ap.add_argument("--iters", type=int, default=2 if IS_SIM else 50,
+                    help="calls per timed run (captured in one graph)")
+    ap.add_argument("--reps", type=int, default=3 if IS_SIM else 20, help="timed runs; the median is reported")
+    ap.add_argument("--warmup", type=int, default=1 if IS_SIM else 5)
     ap.add_argument("--check", action="store_true", help="random data, verified at every size")
     ap.add_argument("--compare", choices=["nccl", "none"], default="nccl")
     ap.add_argument("--algo", help="force one pymscclpp algorithm")
@@ -59,7 +61,12 @@ def main(argv=None) -> int:
     ap.add_argument("--profile", action="store_true", help="print where the host time of eager calls goes (rank 0)")
     args = ap.parse_args(argv)
     os.environ.setdefault("NCCL_NVLS_ENABLE", "0")  # never NVLink multicast on shared hosts
-    rows = run_sweep(args)
+    if IS_SIM:
+        from .sim_sweep import run_sim_sweep
+        rows = run_sim_sweep(args)
+    else:
+        from .sweep import run_sweep
+        rows = run_sweep(args)
     if rows is not None and args.json:
         with open(args.json, "w") as f:
             json.dump({"args": vars(args), "rows": rows}, f, indent=1)

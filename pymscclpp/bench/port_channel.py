@@ -1,4 +1,4 @@
-"""PortChannel benchmarks on 2 GPUs: ``mpirun -np 2 python python -m pymscclpp.bench --op port_channel [--json FILE]``.
+"""PortChannel benchmarks on 2 GPUs: ``mpirun -np 2 python -m pymscclpp.bench --op port_channel [--json FILE]``.
 
 Every number is timed on the device (``%globaltimer`` of the initiator's thread, so kernel launch
 and the ranks' start skew are not counted: each timed kernel first does a signal handshake, so both
@@ -227,7 +227,8 @@ def measure(comm, world, transport: str, big: int, reps: int, storm: int, lat_it
 
 
 def main(argv=None) -> None:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = argparse.ArgumentParser(prog="python -m pymscclpp.bench --op port_channel", description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--bytes", type=int, default=128 << 20)
     ap.add_argument("--eth-bytes", type=int, default=32 << 20)
     ap.add_argument("--reps", type=int, default=5)

@@ -9,13 +9,17 @@ from .timing import capture, time_eager, time_graph
 
 _TORCH_DTYPES = {"bfloat16": "bfloat16", "float16": "float16", "float32": "float32", "int32": "int32",
                  "uint8": "uint8"}
-_HEADER = (f"{'size':>12} {'count':>12} {'type':>9} {'redop':>6} | {'pymscclpp us':>12} {'algbw':>7} {'busbw':>7} "
+HEADER = (f"{'size':>12} {'count':>12} {'type':>9} {'redop':>6} | {'pymscclpp us':>12} {'algbw':>7} {'busbw':>7} "
            f"{'#wrong':>6} | {'nccl us':>9} {'algbw':>7} {'busbw':>7} | {'speedup':>7}")
 
 
 def _setup():
     """mpi4py world, torch device and process group, pymscclpp communicator."""
-    import torch
+    try:
+        import torch
+    except ImportError:
+        raise SystemExit("python -m pymscclpp.bench on GPUs needs torch (tensors, CUDA events, NCCL): "
+                         "pip install torch") from None
     import torch.distributed as dist
     from mpi4py import MPI
 
@@ -50,6 +54,21 @@ def _profile(fn, rank: int, world) -> None:
         pstats.Stats(prof).sort_stats("tottime").print_stats(12)
 
 
+def result_row(args, nbytes: int, count: int, t_ours: float, t_ref: float, wrong: int, bus_factor: float) -> dict:
+    """One size's results: times in microseconds, bandwidths in GB/s."""
+    return {"op": args.op, "bytes": nbytes, "count": count, "dtype": args.dtype, "redop": args.redop,
+            "us": t_ours, "algbw": nbytes / t_ours / 1e3, "busbw": nbytes / t_ours / 1e3 * bus_factor,
+            "wrong": wrong, "nccl_us": t_ref, "nccl_algbw": nbytes / t_ref / 1e3,
+            "nccl_busbw": nbytes / t_ref / 1e3 * bus_factor, "speedup": t_ref / t_ours}
+
+
+def print_row(row: dict, checked: bool) -> None:
+    """Print one row of the table (rank 0)."""
+    print(f"{row['bytes']:>12} {row['count']:>12} {row['dtype']:>9} {row['redop']:>6} | {row['us']:>12.2f} "
+          f"{row['algbw']:>7.1f} {row['busbw']:>7.1f} {row['wrong'] if checked else 'N/A':>6} | {row['nccl_us']:>9.2f} "
+          f"{row['nccl_algbw']:>7.1f} {row['nccl_busbw']:>7.1f} | {row['speedup']:>6.2f}x", flush=True)
+
+
 def run_sweep(args) -> list[dict] | None:
     """Run the sweep; rank 0 prints the table and gets the rows (others get None)."""
     world, comm, torch, dist = _setup()
@@ -58,7 +77,7 @@ def run_sweep(args) -> list[dict] | None:
     if comm.rank == 0:
         print(f"# {args.op}: pymscclpp vs NCCL {'.'.join(map(str, torch.cuda.nccl.version()))}, {comm.size} ranks, "
               f"{'CUDA graph' if args.graph else 'eager'}, median of {args.reps} x {args.iters} calls", flush=True)
-        print(_HEADER, flush=True)
+        print(HEADER, flush=True)
     size = args.minbytes
     while size <= args.maxbytes:
         case = make_case(args.op, comm, dist, torch, dtype, size, args.redop, args.algo)
@@ -84,15 +103,10 @@ def run_sweep(args) -> list[dict] | None:
             t_ours = time_eager(case.ours, args.iters, args.reps, barrier)
             t_ref = time_eager(case.nccl, args.iters, args.reps, barrier) if args.compare == "nccl" else float("nan")
         comm.check_device_errors()
-        row = {"op": args.op, "bytes": nbytes, "count": case.count, "dtype": args.dtype, "redop": args.redop,
-               "us": t_ours, "algbw": nbytes / t_ours / 1e3, "busbw": nbytes / t_ours / 1e3 * case.bus_factor,
-               "wrong": wrong, "nccl_us": t_ref, "nccl_algbw": nbytes / t_ref / 1e3,
-               "nccl_busbw": nbytes / t_ref / 1e3 * case.bus_factor, "speedup": t_ref / t_ours}
+        row = result_row(args, nbytes, case.count, t_ours, t_ref, wrong, case.bus_factor)
         rows.append(row)
         if comm.rank == 0:
-            print(f"{nbytes:>12} {case.count:>12} {args.dtype:>9} {args.redop:>6} | {t_ours:>12.2f} "
-                  f"{row['algbw']:>7.1f} {row['busbw']:>7.1f} {wrong if args.check else 'N/A':>6} | {t_ref:>9.2f} "
-                  f"{row['nccl_algbw']:>7.1f} {row['nccl_busbw']:>7.1f} | {row['speedup']:>6.2f}x", flush=True)
+            print_row(row, args.check)
         size *= args.stepfactor
     dist.destroy_process_group()
     comm.close()

@@ -23,6 +23,7 @@ from ..runtime.fifo import CTRL_STOP, DEFAULT_SIZE, MAX_FIELD, MAX_MEMORIES, MAX
     TRIGGER_FLAG, TRIGGER_SYNC, Fifo, decode
 from .port_channel import PortChannel
 from ..errors import InvalidUsageError, ProxyError
+from ..runtime import handoff
 from ..runtime.backend import IS_SIM
 from ..runtime.buffers import buffer_info
 from ..runtime.memory import RemoteMemory
@@ -172,8 +173,8 @@ class ProxyService:
         conn = self._connection(peer)
         comm, tag = self.comm, self.comm.next_pair_tag(peer)
         if conn.transport == Transport.CUDA_IPC:
-            comm.bootstrap.send(comm.register_memory(inbox).serialize(), peer, tag)
-            remote = RemoteMemory(comm.bootstrap.recv(peer, tag), job_token=comm.job_token)
+            remote = handoff.trade(comm.bootstrap, peer, tag, comm.register_memory(inbox).serialize(),
+                                   lambda data: RemoteMemory(data, job_token=comm.job_token))
             if remote.rank != peer:
                 raise ProxyError(f"rank {comm.rank}: memory handle from peer {peer} claims rank {remote.rank}")
             return self._add_entry(_Memory(False, _device_address(remote.array), remote.nbytes, peer,

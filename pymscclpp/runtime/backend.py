@@ -3,17 +3,20 @@
 ``sim`` is numba's CUDA simulator; memory shared with peers then lives in POSIX shared
 memory. ``PYMSCCLPP_BACKEND=auto|gpu|sim`` overrides the automatic choice (sim when no
 GPU is visible); ``compile`` generates GPU code (PTX) without a GPU, for tests of codegen.
-This module must run before anything imports ``numba.cuda``.
+Run it before ``numba.cuda`` is imported; run after, it keeps numba's mode or, when the simulator is
+wanted (or no GPU is visible), re-imports ``numba.cuda`` as the simulator.
 """
 
 from __future__ import annotations
 
 import ctypes
+import importlib
 import os
 import sys
 
 from .._log import get_logger
 from ..errors import BackendError
+from . import numba_text
 
 _log = get_logger("backend")
 _CHOICES = ("auto", "gpu", "sim", "compile")
@@ -37,25 +40,12 @@ def _select() -> str:
     asked = os.environ.get("PYMSCCLPP_BACKEND", "auto").strip().lower() or "auto"
     if asked not in _CHOICES:
         raise BackendError(f"PYMSCCLPP_BACKEND={asked!r}: expected one of {', '.join(_CHOICES)}")
-    numba_cuda_loaded = "numba.cuda" in sys.modules
-    if numba_cuda_loaded:
-        from numba.core import config
-        already = "sim" if config.ENABLE_CUDASIM else "gpu"
-        if asked == "compile" and already == "gpu":
-            return "compile"
-        if asked not in ("auto", already) or (already == "gpu" and _gpu_count() == 0):
-            raise BackendError(
-                f"numba.cuda was imported in {already} mode before pymscclpp could choose the backend "
-                f"(PYMSCCLPP_BACKEND={asked}, {_gpu_count()} GPUs visible): import pymscclpp before "
-                "numba.cuda, or set NUMBA_ENABLE_CUDASIM=1 for the simulator")
-        return already
+    if "numba.cuda" in sys.modules:
+        return _adopt_loaded(asked)
     if os.environ.get("NUMBA_ENABLE_CUDASIM", "0") not in ("", "0") and asked != "gpu":
         chosen = "sim"
     elif asked == "auto":
         chosen = "gpu" if _gpu_count() > 0 else "sim"
-        if chosen == "sim":
-            _log.warning("no CUDA GPU visible: running kernels on the numba CUDA simulator "
-                         "(PYMSCCLPP_BACKEND=gpu|sim overrides)")
     else:
         chosen = asked
     if chosen == "gpu" and _gpu_count() == 0:
@@ -68,11 +58,51 @@ def _select() -> str:
     return chosen
 
 
+def _adopt_loaded(asked: str) -> str:
+    """The backend when numba.cuda was imported first: keep its mode, or re-import it as the simulator
+    when that is what is asked for (or no GPU is visible) and it has not touched a GPU yet."""
+    from numba.core import config
+    if config.ENABLE_CUDASIM:
+        if asked in ("gpu", "compile"):
+            raise BackendError(f"PYMSCCLPP_BACKEND={asked} but numba.cuda was imported as the simulator "
+                               "(NUMBA_ENABLE_CUDASIM=1): unset NUMBA_ENABLE_CUDASIM")
+        return "sim"
+    gpus = _gpu_count()
+    if asked == "compile" or (asked in ("auto", "gpu") and gpus > 0):
+        return asked if asked == "compile" else "gpu"
+    if asked == "gpu":
+        raise BackendError("PYMSCCLPP_BACKEND=gpu but no CUDA device is visible (no driver or no GPU); "
+                           "use PYMSCCLPP_BACKEND=sim to run on the CUDA simulator")
+    from numba.cuda.cudadrv import driver
+    if driver.driver.is_initialized and gpus > 0:
+        raise BackendError("PYMSCCLPP_BACKEND=sim but numba.cuda already uses the GPU in this process: "
+                           "import pymscclpp first, or set NUMBA_ENABLE_CUDASIM=1 before starting Python")
+    os.environ["NUMBA_ENABLE_CUDASIM"] = "1"
+    config.reload_config()
+    importlib.reload(sys.modules["numba.cuda"])  # in place: `from numba import cuda` done earlier follows
+    return "sim"
+
+
+numba_text.install()
+_AUTO = (os.environ.get("PYMSCCLPP_BACKEND", "").strip().lower() in ("", "auto")
+         and os.environ.get("NUMBA_ENABLE_CUDASIM", "0") in ("", "0"))  # sim only if no GPU is visible
 BACKEND: str = _select()
 IS_SIM: bool = BACKEND == "sim"
+_announced = False
 if IS_SIM:
     from . import simsched
+    from .liveness import reap_orphans
     simsched.install()
+    reap_orphans()  # segments of ranks that ended without cleaning up (os._exit, kill -9)
+
+
+def announce(rank: int) -> None:
+    """Say once per job (rank 0, first communicator) that kernels run on the simulator because no GPU is visible."""
+    global _announced
+    if IS_SIM and rank == 0 and not _announced and _AUTO:
+        _announced = True
+        _log.warning("no CUDA GPU visible: running kernels on the numba CUDA simulator "
+                     "(PYMSCCLPP_BACKEND=gpu|sim overrides)")
 
 
 def name() -> str:

@@ -162,6 +162,8 @@ def stream_handle(stream, buffer=None, device: int = 0) -> int:
         return 0
     if isinstance(stream, int):
         return stream
+    if IS_SIM and type(stream).__module__.startswith("numba"):
+        return 0  # the simulator runs every kernel at once, on its single stream
     for attr in ("cuda_stream", "ptr", "handle"):  # torch, cupy, numba/cuda.core
         value = getattr(stream, attr, None)
         if value is not None:

@@ -14,8 +14,8 @@ import numpy as np
 from .._log import get_logger
 from .device_errors import ERR_WORDS, WaitContext, describe
 from ..errors import CommTimeoutError, InvalidUsageError, PeerDisconnectedError
-from . import config
-from .backend import IS_SIM
+from . import config, handoff, watchdog
+from .backend import IS_SIM, announce
 from .memory import RegisteredMemory, RemoteMemory, host_id, view_as
 from .liveness import LivenessMonitor, liveness_enabled
 from .tokens import DevicePool, HostPool, PeerPools
@@ -45,6 +45,7 @@ class Communicator:
         self.bootstrap = bootstrap
         self.transport = transport  # PortChannel transport override for every peer (None: by topology)
         self.rank, self.size = bootstrap.rank, bootstrap.size
+        announce(self.rank)
         self.job_token = bootstrap.job_token
         self.timeout_s = (config.timeout_s() if isinstance(timeout_s, str) and timeout_s == "env" else
                           None if timeout_s is None else config.checked_timeout_s(timeout_s, f"timeout_s={timeout_s!r}"))
@@ -66,6 +67,7 @@ class Communicator:
         self._failure: Exception | None = None
         self._abort_slot = self.host_pool.slots.take()  # host memory the device reads: see abort_device_waits
         self.abort_word = self.host_pool.device_inbound(self._abort_slot)
+        watchdog.watch(self)  # before the liveness thread starts: a bad setting raises with nothing to undo
         self.peer_pools = self._exchange_pools()
         self.liveness = LivenessMonitor(bootstrap).start() if liveness_enabled() and self.size > 1 else None
         if self.liveness is not None:
@@ -138,9 +140,8 @@ class Communicator:
         """Register ``buf``, send it to ``peer``, and map the buffer ``peer`` sends back (pairwise)."""
         self.check_peer(peer, same_host=True)
         reg = self.register_memory(buf)
-        tag = self.next_pair_tag(peer)
-        self.bootstrap.send(reg.serialize(), peer, tag)
-        remote = RemoteMemory(self.bootstrap.recv(peer, tag), job_token=self.job_token)
+        remote = handoff.trade(self.bootstrap, peer, self.next_pair_tag(peer), reg.serialize(),
+                               lambda data: RemoteMemory(data, job_token=self.job_token))
         if remote.rank != peer:
             raise InvalidUsageError(f"rank {self.rank}: memory handle from peer {peer} claims rank {remote.rank}")
         self._closables.append(remote)
@@ -178,12 +179,16 @@ class Communicator:
         try:
             if self.liveness is not None:
                 self.liveness.check()
-            text = describe(self._error_words)
+            text = self.device_error()
             if text is not None:
                 raise CommTimeoutError(text)
         except (CommTimeoutError, PeerDisconnectedError) as exc:
             self._failure = exc
             raise
+
+    def device_error(self) -> str | None:
+        """The text of the failure a device wait recorded, or None (one host-memory read; no sync)."""
+        return describe(self._error_words)
 
     def raise_if_failed(self) -> None:
         """``check_device_errors`` at the cost of one host-memory read when nothing failed (every call makes it)."""
@@ -206,6 +211,7 @@ class Communicator:
 
     def close(self) -> None:
         """Unmap peers' memory, release token pools and the bootstrap."""
+        watchdog.unwatch(self)
         if self.liveness is not None:
             self.liveness.stop()
             self.liveness = None

@@ -1,0 +1,100 @@
+"""The size sweep on the CUDA simulator: numba arrays, host clock, NumPy as the reference (no torch, no NCCL).
+
+It checks that every collective runs and agrees with NumPy at small sizes; simulator times say nothing
+about GPU speed.
+"""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+
+_REDUCE = {"sum": np.sum, "min": np.min, "max": np.max}
+
+
+def _np_dtype(name: str):
+    if name == "bfloat16":
+        try:
+            import ml_dtypes
+        except ImportError:
+            raise SystemExit("bfloat16 on the simulator needs ml_dtypes (pip install ml_dtypes); "
+                             "or pass --dtype float32") from None
+        return np.dtype(ml_dtypes.bfloat16)
+    return np.dtype(name)
+
+
+def _data(dtype, count: int, rank: int, salt: int) -> np.ndarray:
+    """Small integers, so every dtype and summation order is exact."""
+    rng = np.random.default_rng(1000 * salt + rank)
+    low, high = (-8, 9) if dtype.kind == "f" or dtype.name == "bfloat16" else (0, 4)
+    return rng.integers(low, high, count).astype(dtype)
+
+
+def make_sim_case(op: str, comm, dtype, nbytes: int, redop: str, algo: str | None):
+    """(count, call, output array, expected NumPy result, bus factor) of collective ``op`` at ``nbytes``."""
+    from numba import cuda
+    n, rank = comm.size, comm.rank
+    count = max(n, nbytes // dtype.itemsize) // n * n
+    part = count // n
+    kw = {} if algo is None else {"algo": algo}
+    every = [_data(dtype, count, r, 1) for r in range(n)]
+    x = cuda.to_device(every[rank][:part] if op == "all_gather" else every[rank])
+    if op == "all_reduce":
+        out = cuda.device_array(count, dtype)
+        want = _REDUCE[redop](np.stack(every).astype(np.float64), axis=0).astype(dtype)
+        return count, lambda: comm.all_reduce(x, out, op=redop, **kw), out, want, 2 * (n - 1) / n
+    if op == "all_gather":
+        out = cuda.device_array(count, dtype)
+        want = np.concatenate([e[:part] for e in every])
+        return count, lambda: comm.all_gather(x, out, **kw), out, want, (n - 1) / n
+    if op == "reduce_scatter":
+        out = cuda.device_array(part, dtype)
+        want = _REDUCE[redop](np.stack(every).astype(np.float64), axis=0).astype(dtype)[rank * part:(rank + 1) * part]
+        return count, lambda: comm.reduce_scatter(x, out, op=redop, **kw), out, want, (n - 1) / n
+    if op == "all_to_all":
+        out = cuda.device_array(count, dtype)
+        want = np.concatenate([e[rank * part:(rank + 1) * part] for e in every])
+        return count, lambda: comm.all_to_all(x, out, **kw), out, want, (n - 1) / n
+    if op == "broadcast":
+        out = cuda.device_array(count, dtype)
+        return count, lambda: comm.broadcast(x, out, 0, **kw), out, every[0], 1.0
+    raise ValueError(f"unknown collective {op!r}")
+
+
+def run_sim_sweep(args) -> list[dict] | None:
+    """Run the sweep on the simulator; rank 0 prints the table and gets the rows (others get None)."""
+    from mpi4py import MPI
+
+    from .. import Communicator
+    from .sweep import HEADER, print_row, result_row
+    world = MPI.COMM_WORLD
+    comm = Communicator.from_mpi(world)
+    dtype = _np_dtype(args.dtype)
+    if comm.rank == 0:
+        print(f"# {args.op} on the CUDA simulator, {comm.size} ranks, eager, NumPy-checked; no NCCL, and times "
+              f"are not GPU times (median of {args.reps} x {args.iters} calls)", flush=True)
+        print(HEADER, flush=True)
+    rows = []
+    size = args.minbytes
+    while size <= args.maxbytes:
+        count, call, out, want, bus = make_sim_case(args.op, comm, dtype, size, args.redop, args.algo)
+        for _ in range(args.warmup):
+            call()
+        call()
+        wrong = world.allreduce(int((out.copy_to_host() != want).sum()))
+        samples = []
+        for _ in range(args.reps):
+            world.Barrier()
+            start = time.perf_counter()
+            for _ in range(args.iters):
+                call()
+            samples.append((time.perf_counter() - start) * 1e6 / args.iters)
+        comm.check_device_errors()
+        row = result_row(args, count * dtype.itemsize, count, float(np.median(samples)), float("nan"), wrong, bus)
+        rows.append(row)
+        if comm.rank == 0:
+            print_row(row, True)
+        size *= args.stepfactor
+    comm.close()
+    return rows if comm.rank == 0 else None

@@ -109,6 +109,25 @@ def test_a_foreign_exception_type_becomes_a_pymscclpp_error_naming_it():
             b.close()
 
 
+def test_an_interrupted_rank_keeps_its_interrupt_and_its_peers_raise_naming_it():
+    bs = group("local", 3)
+    try:
+        outs = on_ranks(lambda r: _interrupt_on(bs[r], 2), range(3))
+        assert isinstance(outs[2], KeyboardInterrupt)
+        assert all(type(e) is PymscclppError and str(e) == "test set-up failed on rank 2: KeyboardInterrupt: "
+                   for e in outs[:2]), outs
+    finally:
+        for b in bs:
+            b.close()
+
+
+def _interrupt_on(bs, victim: int):
+    with SetupGuard(bs, lambda scope: None).scope("test set-up"):
+        if bs.rank == victim:
+            raise KeyboardInterrupt
+        bs.recv(victim, 1)
+
+
 def test_a_rank_that_finished_its_body_still_raises_when_a_peer_fails_afterwards():
     bs = group("local", 3)
 

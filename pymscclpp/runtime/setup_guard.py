@@ -46,6 +46,8 @@ class SetupGuard:
             self.active = None
             error = self._verdict(scope, what, mine, exc)
             self.on_failure(scope)
+            if mine is not None and not isinstance(mine, Exception):
+                raise  # KeyboardInterrupt, SystemExit: peers were told, this rank keeps its own
             raise error from mine
         finally:
             self.bootstrap.close_scope()

@@ -128,6 +128,26 @@ def _interrupt_on(bs, victim: int):
         bs.recv(victim, 1)
 
 
+def test_a_peer_gone_before_the_verdicts_counts_as_failed_and_the_others_still_agree():
+    bs = group("local", 3)
+    bs[2].close()  # never takes part: its peers see it disconnected
+    try:
+        def rank(r):
+            try:
+                with SetupGuard(bs[r], lambda scope: None).scope("test set-up"):
+                    if r == 0:
+                        raise InvalidUsageError("zero refuses")
+                    bs[r].recv(0, 1)
+            except PymscclppError as exc:
+                return exc
+
+        outs = on_ranks(rank, range(2))
+        assert {str(e) for e in outs} == {"test set-up failed on rank 0: zero refuses (also failed on rank 2)"}
+    finally:
+        for b in bs:
+            b.close()
+
+
 def test_a_rank_that_finished_its_body_still_raises_when_a_peer_fails_afterwards():
     bs = group("local", 3)
 

@@ -37,7 +37,7 @@ class SetupGuard:
         scope = self.active = self.bootstrap.open_scope()
         try:
             yield
-            self._exchange(_SETUP_TAG_BASE + 2 * scope, b"")
+            self._all_done(scope)
         except BaseException as exc:
             mine = None if isinstance(exc, SetupAbortedError) else exc
             if mine is not None:
@@ -53,13 +53,14 @@ class SetupGuard:
             self.bootstrap.close_scope()
             self.active = None
 
-    def _exchange(self, tag: int, payload: bytes) -> dict[int, bytes]:
-        """Send ``payload`` to every peer under ``tag`` and receive theirs (receives see aborts of the scope)."""
+    def _all_done(self, scope: int) -> None:
+        """Tell every peer this rank's body succeeded and wait for theirs (an abort of the scope ends the wait)."""
         b = self.bootstrap
         peers = [p for p in range(b.size) if p != b.rank]
         for peer in peers:
-            b.send(payload, peer, tag)
-        return {peer: b.recv(peer, tag) for peer in peers}
+            b.send(b"", peer, _SETUP_TAG_BASE + 2 * scope)
+        for peer in peers:
+            b.recv(peer, _SETUP_TAG_BASE + 2 * scope)
 
     def _verdict(self, scope: int, what: str, mine: BaseException | None, seen: BaseException) -> PymscclppError:
         """The error every rank raises: from each rank its own failure (if any), the lowest rank's wins;
@@ -69,12 +70,19 @@ class SetupGuard:
         if mine is not None:
             failures[b.rank] = (type(mine).__name__, str(mine))
         note = b"" if mine is None else json.dumps(failures[b.rank]).encode()
-        try:
-            notes = self._exchange(_SETUP_TAG_BASE + 2 * scope + 1, note)
-        except (BootstrapError, CommTimeoutError) as exc:  # a peer is gone or stuck: report what we know
-            notes = {}
-            failures.setdefault(b.rank, (type(exc).__name__, f"no verdict from every peer: {exc}"))
-        for peer, data in notes.items():
+        tag = _SETUP_TAG_BASE + 2 * scope + 1
+        peers = [p for p in range(b.size) if p != b.rank]
+        for peer in peers:
+            try:
+                b.send(note, peer, tag)
+            except (BootstrapError, CommTimeoutError):
+                pass  # its receive below reports it
+        for peer in peers:
+            try:
+                data = b.recv(peer, tag)
+            except (BootstrapError, CommTimeoutError) as exc:  # gone or stuck: that is its failure
+                failures.setdefault(peer, (type(exc).__name__, str(exc)))
+                continue
             if data:
                 failures[peer] = tuple(json.loads(data))
         if not failures:  # the failing peer's verdict was lost: its abort message still names it

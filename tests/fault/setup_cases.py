@@ -51,7 +51,7 @@ def pool_exhausted_on_some_ranks(comm, report, short_ranks: list[int]):
     """``short_ranks`` spent most of a tiny pool on a channel among themselves; then every rank builds
     MemoryChannels to all peers, then runs its first all_reduce (building an algorithm), each in a scope."""
     scratch = alloc(64)
-    kept = [comm.memory_channel(p, scratch, semaphores=4) for p in short_ranks if comm.rank in short_ranks
+    kept = [comm.memory_channel(p, scratch, semaphores=5) for p in short_ranks if comm.rank in short_ranks
             and p != comm.rank]
     _failed(comm, report, "all-peer channels", lambda: comm.memory_channels(_peers(comm), src=scratch, semaphores=2))
     buf = cuda.to_device(np.ones(64, np.float32))

@@ -17,6 +17,14 @@ class PeerDisconnectedError(BootstrapError):
     """A peer closed its connection or died while we were talking to it."""
 
 
+class SetupAbortedError(BootstrapError):
+    """A receive belongs to a collective set-up that a peer aborted (``Communicator.setup``); names that peer."""
+
+    def __init__(self, message: str, origin: int = -1):
+        super().__init__(message)
+        self.origin = origin
+
+
 class CommTimeoutError(PymscclppError, TimeoutError):
     """A host or device wait ran past its budget; the message names rank, peer and op."""
 

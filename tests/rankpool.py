@@ -15,6 +15,14 @@ import traceback
 _CTX = mp.get_context("spawn")
 
 
+def _forkserver(preload: tuple[str, ...]):
+    """A forkserver context whose server imports ``preload`` once: its ranks start without importing them
+    again (the first pool to start the server chooses what it preloads)."""
+    ctx = mp.get_context("forkserver")
+    ctx.set_forkserver_preload(list(preload))
+    return ctx
+
+
 def _worker(rank: int, size: int, uid_bytes: bytes, env: dict, tasks, results) -> None:
     os.environ.update(env)
     from pymscclpp.runtime.bootstrap import UniqueId
@@ -42,15 +50,18 @@ class RankPool:
     """``size`` rank processes on the simulator (or whatever PYMSCCLPP_BACKEND says) sharing one job."""
 
     def __init__(self, size: int, env: dict | None = None, start_timeout: float = 120.0,
-                 rank_env: list[dict] | None = None):
+                 rank_env: list[dict] | None = None, preload: tuple[str, ...] = ()):
+        """``preload``: modules that a forkserver imports once for every rank (many ranks start in seconds);
+        they must not depend on ``env`` at import time. Without it, ranks are spawned afresh."""
         from pymscclpp.runtime.bootstrap import get_unique_id
         self.size = size
         uid = get_unique_id(addr="127.0.0.1")
         env = {"PYMSCCLPP_BACKEND": os.environ.get("PYMSCCLPP_BACKEND", "sim"), **(env or {})}
-        self._results = _CTX.Queue()
-        self._tasks = [_CTX.Queue() for _ in range(size)]
+        ctx = _forkserver(preload) if preload else _CTX
+        self._results = ctx.Queue()
+        self._tasks = [ctx.Queue() for _ in range(size)]
         per_rank = rank_env or [{}] * size  # e.g. a PYMSCCLPP_HOST_ID per rank to fake several hosts
-        self._procs = [_CTX.Process(target=_worker, args=(r, size, uid.to_bytes(), {**env, **per_rank[r]}, self._tasks[r],
+        self._procs = [ctx.Process(target=_worker, args=(r, size, uid.to_bytes(), {**env, **per_rank[r]}, self._tasks[r],
                                                           self._results), daemon=True) for r in range(size)]
         for p in self._procs:
             p.start()

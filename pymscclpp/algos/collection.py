@@ -106,7 +106,8 @@ class AlgorithmCollection:
                 raise InvalidUsageError(f"unknown {collective} algorithm {name!r}: choose from {self.names(collective)}")
             algo = self._built[key] = self._factories[key]()
         if key not in self._ready:
-            algo.setup(self.comm)
+            with self.comm.setup(f"{collective} algorithm {name!r}"):  # a failure on one rank raises on all
+                algo.setup(self.comm)
             self._ready.add(key)
         return algo
 

@@ -18,6 +18,7 @@ from . import config, handoff, watchdog
 from .backend import IS_SIM, announce
 from .memory import RegisteredMemory, RemoteMemory, host_id, view_as
 from .liveness import LivenessMonitor, liveness_enabled
+from .setup_guard import SetupGuard
 from .tokens import DevicePool, HostPool, PeerPools
 
 _log = get_logger("comm")
@@ -56,6 +57,7 @@ class Communicator:
         self.local_rank = self.local_peers.index(self.rank)
         self.device = self._select_device(device)
         self._pair_seq = [0] * self.size
+        self._setup_guard = SetupGuard(bootstrap, self._restart_pairs)
         self._closables = []
         self._extensions: dict = {}
         slots = _max_semaphores()
@@ -132,6 +134,16 @@ class Communicator:
         self._pair_seq[peer] += 1
         return _PAIR_TAG_BASE + self._pair_seq[peer]
 
+    def _restart_pairs(self, scope: int) -> None:
+        """After failed set-up ``scope`` (pairs stopped at different steps), every pair restarts its sequence at
+        the same fresh tags."""
+        self._pair_seq = [scope << 32] * self.size
+
+    def setup(self, what: str):
+        """``with comm.setup("what"):`` runs collective set-up (every rank, same order): if it raises on any rank,
+        every rank raises the same error within milliseconds, naming the failing rank and its cause."""
+        return self._setup_guard.scope(what)
+
     def register_memory(self, buf) -> RegisteredMemory:
         """Validate and register a device buffer of this rank."""
         return RegisteredMemory(buf, job_token=self.job_token, rank=self.rank, device=self.device)
@@ -151,13 +163,20 @@ class Communicator:
         """A MemoryChannel to ``peer`` (both ranks call it): put from ``src`` into the peer's inbox;
         ``semaphores`` independent signal/wait tokens (e.g. one per thread block)."""
         from .memory_channel import MemoryChannel
-        if not isinstance(semaphores, (int, np.integer)) or isinstance(semaphores, bool) or semaphores < 1:
-            raise InvalidUsageError(f"rank {self.rank}: semaphores={semaphores!r}: expected a positive integer")
-        return MemoryChannel(self, peer, src, inbox, semaphores)
+        return MemoryChannel(self, peer, src, inbox, self._semaphore_count(semaphores))
 
     def memory_channels(self, peers, src, inbox=None, semaphores: int = 1) -> dict:
-        """MemoryChannels to each of ``peers`` (in ascending order on every rank), keyed by peer."""
-        return {p: self.memory_channel(p, src, inbox, semaphores) for p in sorted(peers)}
+        """MemoryChannels to each of ``peers`` (in ascending order on every rank), keyed by peer; the pool is
+        checked for all their semaphores first, so a pool too small fails before any exchange."""
+        peers = sorted(peers)
+        if peers:
+            self.device_pool.slots.check(len(peers) * self._semaphore_count(semaphores))
+        return {p: self.memory_channel(p, src, inbox, semaphores) for p in peers}
+
+    def _semaphore_count(self, semaphores) -> int:
+        if not isinstance(semaphores, (int, np.integer)) or isinstance(semaphores, bool) or semaphores < 1:
+            raise InvalidUsageError(f"rank {self.rank}: semaphores={semaphores!r}: expected a positive integer")
+        return int(semaphores)
 
     def extension(self, key: str, make=None):
         """The object registered under ``key`` (made by ``make(self)`` on first use when given, else None);

@@ -31,11 +31,15 @@ class SlotAllocator:
     def __init__(self, slots: int, what: str):
         self.slots, self.next, self.what = slots, 0, what
 
-    def take(self, count: int = 1) -> int:
-        """The first of ``count`` consecutive free slots."""
+    def check(self, count: int) -> None:
+        """Raise unless ``count`` more slots are free (a pre-flight check before a set-up takes them one by one)."""
         if count < 1 or self.next + count > self.slots:
             raise InvalidUsageError(f"{self.what} cannot give {count} more semaphores ({self.slots - self.next} "
                                     f"of {self.slots} left); set PYMSCCLPP_MAX_SEMAPHORES higher")
+
+    def take(self, count: int = 1) -> int:
+        """The first of ``count`` consecutive free slots."""
+        self.check(count)
         self.next += count
         return self.next - count
 

@@ -1,12 +1,14 @@
 """Run under ``mpiexec -n N``: MpiBootstrap, and TcpBootstrap from a UniqueId broadcast over MPI."""
 
 import sys
+import time
 import traceback
 
 from mpi4py import MPI
 
-from pymscclpp.errors import CommTimeoutError
+from pymscclpp.errors import CommTimeoutError, InvalidUsageError
 from pymscclpp.runtime.bootstrap import Bootstrap, MpiBootstrap, TcpBootstrap, UniqueId, get_unique_id
+from pymscclpp.runtime.setup_guard import SetupGuard
 
 
 def exercise(bs: Bootstrap) -> None:
@@ -37,14 +39,37 @@ def exercise(bs: Bootstrap) -> None:
     bs.barrier()
 
 
+def setup_failure_is_symmetric(bs: Bootstrap) -> None:
+    """The last rank fails a set-up scope while the others wait to receive from it: all raise its error at once;
+    the next scope works."""
+    last = bs.size - 1
+    guard = SetupGuard(bs, lambda scope: None)
+    start = time.monotonic()
+    try:
+        with guard.scope("mpi set-up"):
+            if bs.rank == last:
+                raise InvalidUsageError("refused here")
+            bs.recv(last, 7)
+    except InvalidUsageError as exc:
+        assert str(exc) == f"mpi set-up failed on rank {last}: refused here", exc
+        assert time.monotonic() - start < 1.0, "a rank waited for the failing rank"
+    else:
+        raise AssertionError("the set-up succeeded although a rank failed it")
+    with guard.scope("mpi set-up again"):
+        bs.send(b"ok", (bs.rank + 1) % bs.size, 8)
+        assert bs.recv((bs.rank - 1) % bs.size, 8) == b"ok"
+
+
 def main() -> None:
     world = MPI.COMM_WORLD
     with MpiBootstrap(world, timeout=30) as bs:
         exercise(bs)
+        setup_failure_is_symmetric(bs)
     uid = bytearray(get_unique_id("127.0.0.1").to_bytes() if world.Get_rank() == 0 else UniqueId.SIZE)
     world.Bcast([uid, MPI.BYTE], root=0)
     with TcpBootstrap(world.Get_rank(), world.Get_size(), UniqueId.from_bytes(uid), timeout=30) as bs:
         exercise(bs)
+        setup_failure_is_symmetric(bs)
     world.Barrier()
 
 

@@ -9,16 +9,36 @@ from __future__ import annotations
 import abc
 import math
 import operator
+import struct
 import time
+from typing import TYPE_CHECKING
 
 from ...errors import BootstrapError, CommTimeoutError, InvalidUsageError
 from .. import config
 from . import wire
 
+if TYPE_CHECKING:
+    from .mailbox import Mailbox
+
 TAG_LIMIT = 2**63                  # user tags are below; tags above are the bootstrap's own
 ALL_GATHER_TAG = TAG_LIMIT
 BARRIER_TAG = TAG_LIMIT + 1
+ABORT_TAG = TAG_LIMIT + 2          # a set-up scope failed (see Mailbox); never queued
 MAX_RANKS = 2**31
+_ABORT = struct.Struct("!QI")      # an abort message: scope, failing rank; the reason follows as UTF-8
+
+
+def encode_abort(scope: int, origin: int, reason: str) -> bytes:
+    """The payload of an abort message: set-up ``scope`` failed on rank ``origin`` because of ``reason``."""
+    return _ABORT.pack(scope, origin) + reason.encode(errors="replace")[:4000]
+
+
+def decode_abort(payload: bytes) -> tuple[int, int, str]:
+    """(scope, failing rank, reason) of an abort message; a short one reads as scope 0 (never opened)."""
+    if len(payload) < _ABORT.size:
+        return 0, -1, "malformed abort message"
+    scope, origin = _ABORT.unpack_from(payload)
+    return scope, origin, payload[_ABORT.size:].decode(errors="replace")
 
 
 class Deadline:
@@ -82,6 +102,7 @@ class Bootstrap(abc.ABC):
     timeout: float | None       # default budget of waits, seconds (None: no limit)
     max_payload: int            # largest message, bytes (PYMSCCLPP_BOOTSTRAP_MAX_MSG)
     closed: bool
+    _mailbox: Mailbox           # where transports put received messages (and abort notices)
 
     def __init__(self, rank: int, size: int, timeout: float | None) -> None:
         self.size = check_int(size, "size", 1, MAX_RANKS)
@@ -89,6 +110,7 @@ class Bootstrap(abc.ABC):
         self.timeout = default_timeout(timeout)
         self.max_payload = wire.max_payload()
         self.closed = False
+        self._scopes = 0  # set-up scopes opened so far
 
     def send(self, data: bytes, peer: int, tag: int) -> None:
         """Queue ``data`` for ``peer`` under ``tag`` (0 <= tag < 2**63); returns once handed over."""
@@ -113,6 +135,29 @@ class Bootstrap(abc.ABC):
         """Return once every rank has entered the barrier."""
         self._check_open()
         self._barrier(self._deadline(timeout))
+
+    def open_scope(self) -> int:
+        """Open the next collective set-up scope (every rank opens them in the same order) and return its number:
+        once a peer aborts it (``abort_scope``), every receive made in it, waiting or later, raises
+        ``SetupAbortedError``."""
+        self._scopes += 1
+        self._mailbox.enter(self._scopes)
+        return self._scopes
+
+    def close_scope(self) -> None:
+        """Receives from now on belong to no set-up scope."""
+        self._mailbox.enter(None)
+
+    def abort_scope(self, scope: int, reason: str) -> None:
+        """Tell every peer that set-up ``scope`` failed on this rank because of ``reason`` (best effort: a peer
+        that is gone is skipped)."""
+        payload = encode_abort(scope, self.rank, reason)
+        for peer in range(self.size):
+            if peer != self.rank:
+                try:
+                    self._send(payload, peer, ABORT_TAG, Deadline(1.0), f"abort of set-up {scope} to peer {peer}")
+                except (BootstrapError, CommTimeoutError):
+                    pass
 
     def close(self) -> None:
         """Release connections and threads; idempotent. Peers then see this rank disconnected."""

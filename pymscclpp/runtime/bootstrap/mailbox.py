@@ -1,12 +1,16 @@
-"""Received messages demultiplexed into per-(peer, tag) FIFO queues that receivers wait on."""
+"""Received messages demultiplexed into per-(peer, tag) FIFO queues that receivers wait on.
+
+Abort messages (``ABORT_TAG``) are not queued: they mark a set-up scope as failed, and every receive
+made while that scope is open raises ``SetupAbortedError`` at once (``Communicator.setup``).
+"""
 
 from __future__ import annotations
 
 import threading
 from collections import deque
 
-from ...errors import BootstrapError, PeerDisconnectedError
-from .base import Deadline
+from ...errors import BootstrapError, PeerDisconnectedError, SetupAbortedError
+from .base import ABORT_TAG, Deadline, decode_abort
 
 
 class Mailbox:
@@ -18,9 +22,16 @@ class Mailbox:
         self._queues: dict[tuple[int, int], deque[bytes]] = {}
         self._lost: dict[int, str] = {}
         self._closed = False
+        self._aborts: dict[int, tuple[int, str]] = {}  # set-up scope -> (failing rank, reason), first heard
+        self.scope: int | None = None  # the set-up scope receives belong to now (None: outside any)
 
     def put(self, peer: int, tag: int, data: bytes) -> None:
         with self._cond:
+            if tag == ABORT_TAG:
+                scope, origin, reason = decode_abort(data)
+                self._aborts.setdefault(scope, (origin, reason))
+                self._cond.notify_all()
+                return
             self._queues.setdefault((peer, tag), deque()).append(data)
             self._cond.notify_all()
 
@@ -42,6 +53,18 @@ class Mailbox:
         if reason is not None:
             raise PeerDisconnectedError(f"rank {self._rank}: {what}: peer {peer} disconnected ({reason})")
 
+    def enter(self, scope: int | None) -> None:
+        """Receives from now on belong to set-up ``scope`` (None: to no set-up)."""
+        with self._cond:
+            self.scope = scope
+
+    def check_abort(self, what: str) -> None:
+        """Raise ``SetupAbortedError`` if a peer aborted the set-up scope receives belong to now."""
+        found = self._aborts.get(self.scope) if self.scope is not None else None
+        if found is not None:
+            origin, reason = found
+            raise SetupAbortedError(f"rank {self._rank}: {what}: set-up aborted by rank {origin} ({reason})", origin)
+
     def pop(self, peer: int, tag: int) -> bytes | None:
         """The next queued message from ``peer`` under ``tag``, or None; never waits."""
         with self._cond:
@@ -57,6 +80,7 @@ class Mailbox:
         """Wait for the next message from ``peer`` under ``tag`` until ``deadline``."""
         with self._cond:
             while True:
+                self.check_abort(what)
                 data = self.pop(peer, tag)
                 if data is not None:
                     return data

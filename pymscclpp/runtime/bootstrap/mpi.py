@@ -57,10 +57,11 @@ class MpiBootstrap(Bootstrap):
     def _recv(self, peer: int, tag: int, deadline: Deadline, what: str) -> bytes:
         pause = 1e-5
         while True:
+            self._mailbox.check_abort(what)
             data = self._mailbox.pop(peer, tag)
             if data is not None:
                 return data
-            if self._drain(peer):
+            if self._drain():
                 continue
             self._progress()
             if deadline.expired():
@@ -112,13 +113,15 @@ class MpiBootstrap(Bootstrap):
             self._pending = [(req, buf) for req, buf in self._pending if not req.Test()]
             return len(self._pending)
 
-    def _drain(self, peer: int) -> bool:
-        """Move every message that has arrived from ``peer`` into the mailbox; whether there was one."""
+    def _drain(self) -> bool:
+        """Move every message that has arrived (from any peer: an abort may come from any) into the mailbox;
+        whether there was one."""
         MPI = self._mpi
         got = False
         status = MPI.Status()
         with self._lock:
-            while (message := self._comm.Improbe(source=peer, tag=_MPI_TAG, status=status)) is not None:
+            while (message := self._comm.Improbe(source=MPI.ANY_SOURCE, tag=_MPI_TAG, status=status)) is not None:
+                peer = status.Get_source()
                 size = status.Get_count(MPI.BYTE)
                 buf = bytearray(size)
                 message.Recv([buf, MPI.BYTE])

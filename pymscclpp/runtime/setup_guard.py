@@ -1,0 +1,99 @@
+"""Symmetric failure of collective set-up: when one rank's set-up raises, every rank raises the same error.
+
+``SetupGuard.scope(what)`` opens the bootstrap's next set-up scope. A rank whose body raises tells every
+peer (an abort message), so peers' receives of that scope raise at once instead of waiting out their
+timeout; a rank whose body succeeds waits for every peer's "done" (which an abort also ends). Then the
+ranks that failed exchange verdicts, so all of them raise one error: the lowest failing rank's, of its
+class, naming that rank, its cause and the other ranks that failed.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+from collections.abc import Callable, Iterator
+
+from .. import errors
+from ..errors import BootstrapError, CommTimeoutError, PymscclppError, SetupAbortedError
+
+_SETUP_TAG_BASE = 1 << 60  # bootstrap tags of the scopes' "done" and verdict messages: two per scope
+
+
+class SetupGuard:
+    """The set-up scopes of one communicator; every rank opens them in the same order (they are collective)."""
+
+    def __init__(self, bootstrap, on_failure: Callable[[int], None]):
+        """``on_failure(scope)`` runs on every rank after a failed scope (to resynchronize pairwise state)."""
+        self.bootstrap = bootstrap
+        self.on_failure = on_failure
+        self.active: int | None = None
+
+    @contextlib.contextmanager
+    def scope(self, what: str) -> Iterator[None]:
+        """Run the body as collective set-up ``what``; nested scopes belong to the outermost one."""
+        if self.active is not None:
+            yield
+            return
+        scope = self.active = self.bootstrap.open_scope()
+        try:
+            yield
+            self._all_done(scope)
+        except BaseException as exc:
+            mine = None if isinstance(exc, SetupAbortedError) else exc
+            if mine is not None:
+                self.bootstrap.abort_scope(scope, f"{type(exc).__name__}: {exc}")
+            self.bootstrap.close_scope()  # the verdicts are read outside the failed scope
+            self.active = None
+            error = self._verdict(scope, what, mine, exc)
+            self.on_failure(scope)
+            if mine is not None and not isinstance(mine, Exception):
+                raise  # KeyboardInterrupt, SystemExit: peers were told, this rank keeps its own
+            raise error from mine
+        finally:
+            self.bootstrap.close_scope()
+            self.active = None
+
+    def _all_done(self, scope: int) -> None:
+        """Tell every peer this rank's body succeeded and wait for theirs (an abort of the scope ends the wait)."""
+        b = self.bootstrap
+        peers = [p for p in range(b.size) if p != b.rank]
+        for peer in peers:
+            b.send(b"", peer, _SETUP_TAG_BASE + 2 * scope)
+        for peer in peers:
+            b.recv(peer, _SETUP_TAG_BASE + 2 * scope)
+
+    def _verdict(self, scope: int, what: str, mine: BaseException | None, seen: BaseException) -> PymscclppError:
+        """The error every rank raises: from each rank its own failure (if any), the lowest rank's wins;
+        ``seen`` is what ended this rank's body (``mine``, or a peer's abort)."""
+        b = self.bootstrap
+        failures = {}
+        if mine is not None:
+            failures[b.rank] = (type(mine).__name__, str(mine))
+        note = b"" if mine is None else json.dumps(failures[b.rank]).encode()
+        tag = _SETUP_TAG_BASE + 2 * scope + 1
+        peers = [p for p in range(b.size) if p != b.rank]
+        for peer in peers:
+            try:
+                b.send(note, peer, tag)
+            except (BootstrapError, CommTimeoutError):
+                pass  # its receive below reports it
+        for peer in peers:
+            try:
+                data = b.recv(peer, tag)
+            except (BootstrapError, CommTimeoutError) as exc:  # gone or stuck: that is its failure
+                failures.setdefault(peer, (type(exc).__name__, str(exc)))
+                continue
+            if data:
+                failures[peer] = tuple(json.loads(data))
+        if not failures:  # the failing peer's verdict was lost: its abort message still names it
+            failures[getattr(seen, "origin", -1)] = (type(seen).__name__, str(seen))
+        first = min(failures)
+        name, text = failures[first]
+        others = sorted(set(failures) - {first})
+        also = f" (also failed on rank{'s' if len(others) > 1 else ''} {', '.join(map(str, others))})" if others else ""
+        cls = getattr(errors, name, None)
+        if not (isinstance(cls, type) and issubclass(cls, PymscclppError)) or cls is SetupAbortedError:
+            cls, text = PymscclppError, f"{name}: {text}"
+        error = cls(f"{what} failed on rank {first}: {text}{also}")
+        error.failed_rank = first
+        return error

@@ -70,7 +70,7 @@ class OneShot(Algorithm):
         return (per_slot + 7) // 8 * 16
 
     def setup(self, comm) -> None:
-        shared = lanes(comm, self.protocol, self.blocks)
+        self.lanes = shared = lanes(comm, self.protocol, self.blocks)
         self.size = comm.size
         v = shared.view
         args = {"chans": shared.handles, "inp": v, "out": v, "scratch": v, "flags": shared.flags, "nbytes": 0,

@@ -110,13 +110,22 @@ def _lonely_wait(comm, s, waiter: int, kind: str, signal_after: float | None = N
 
 
 def semaphore_wait_unsatisfied(comm, state, waiter: int = 0):
-    """A semaphore wait nobody signals ends at the communicator's budget with a named CommTimeoutError."""
-    return _lonely_wait(comm, _channel(comm, state), waiter, "semaphore")
+    """A semaphore wait nobody signals ends at the communicator's budget with a named CommTimeoutError (on a
+    communicator of its own: the error is sticky)."""
+    comm2 = _new_comm(comm)
+    try:
+        return _lonely_wait(comm2, _channel(comm2, {}), waiter, "semaphore")
+    finally:
+        comm2.close()
 
 
 def packet_wait_unsatisfied(comm, state, waiter: int = 0):
     """A packet wait (LL16 unpack) for packets nobody sends ends at the budget, naming the packet wait."""
-    return _lonely_wait(comm, _channel(comm, state), waiter, "packet")
+    comm2 = _new_comm(comm)
+    try:
+        return _lonely_wait(comm2, _channel(comm2, {}), waiter, "packet")
+    finally:
+        comm2.close()
 
 
 def per_communicator_budget(comm, state, timeout_s: float, kind: str = "semaphore", signal_after=None):
@@ -175,7 +184,16 @@ def env_budget_off_wait_satisfied_later(comm, state, delay: float):
 
 
 def port_flush_unsatisfied(comm, state):
-    """A PortChannel flush whose proxy never runs ends at the budget, naming the flush."""
+    """A PortChannel flush whose proxy never runs ends at the budget, naming the flush (on a communicator of its
+    own: the error is sticky)."""
+    comm2 = _new_comm(comm)
+    try:
+        return _unpopped_flush(comm2)
+    finally:
+        comm2.close()
+
+
+def _unpopped_flush(comm):
     import pymscclpp.channels.port_channel as pc
     from pymscclpp.proxy import ProxyService
 
@@ -417,15 +435,15 @@ def packet_flags_across_wrap(comm, state, start: int, rounds: int):
 def allreduce_flags_across_wrap(comm, state, start: int, iters: int):
     """The packet all-reduce's per-block flags preset near 2**32: every result stays exact across the wrap."""
     cc.all_reduce(comm, state, count=64, dtype="float32", op="sum", seed=1, inplace=False, algo="packet")
-    impl = comm._algos[("all_reduce", "packet")]
+    flags = comm.algorithms.get("all_reduce", "packet").lanes.flags
     _sync(comm)
-    impl.flags.copy_to_device(np.full(impl.flags.shape[0], start, np.uint32))
+    flags.copy_to_device(np.full(flags.shape[0], start, np.uint32))
     _sync(comm)
     seen = []
     for i in range(iters):
         cc.all_reduce(comm, state, count=64 + i, dtype="float32", op="sum", seed=100 + i, inplace=False,
                       algo="packet")
-        seen.append(int(impl.flags.copy_to_host()[0]))
+        seen.append(int(flags.copy_to_host()[0]))
     return seen
 
 

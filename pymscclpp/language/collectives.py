@@ -78,3 +78,12 @@ class AllToAll(Collective):
 
     def sizes(self) -> tuple[int, int]:
         return self.num_ranks * self.chunk_factor, self.num_ranks * self.chunk_factor
+
+
+class SendRecv(Collective):
+    """Point to point: each rank sends its input to a peer and receives a peer's input into its output."""
+
+    name = "sendrecv"
+
+    def sizes(self) -> tuple[int, int]:
+        return self.chunk_factor, self.chunk_factor

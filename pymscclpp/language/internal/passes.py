@@ -55,6 +55,12 @@ def _fuse_pair(a: IrOp, b: IrOp) -> IrOp | None:
             (b.name == "ppkt" and b.src[0].same_range(a.dst[0])) or (b.name == "rppkt" and b.src[0].same_range(a.dst[1]))):
         return IrOp(a.rank, a.tb, "recspkt", list(a.src), a.dst + b.dst, channel_type=ChannelType.memory,
                     channels=a.channels + b.channels, reduce_op=a.reduce_op, tbg=a.tbg, loop=a.loop, where=a.where)
+    # a multimem load-reduce whose result is multicast-stored becomes one load-reduce-store (the local chunk
+    # in between is not written, as in MSCCL++)
+    if a.name == "glre" and b.name == "gstore" and a.channels == b.channels and b.src[0].same_range(a.dst[0]) \
+            and a.src[0].buffer == b.dst[0].buffer and a.src[0].size == b.dst[0].size:
+        return IrOp(a.rank, a.tb, "glres", list(a.src), list(b.dst), channel_type=ChannelType.switch,
+                    channels=list(a.channels), reduce_op=a.reduce_op, loop=a.loop, where=a.where)
     return None
 
 

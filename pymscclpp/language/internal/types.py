@@ -59,7 +59,7 @@ class BufferType(Enum):
 
 
 class ChannelType(Enum):
-    """Channel kinds; ``switch`` (NVLS) is named for plan compatibility but not supported here."""
+    """Channel kinds: point-to-point ``memory`` and ``port`` channels, and ``switch`` (NVLS) channels over a group."""
 
     port = "port"
     memory = "memory"
@@ -78,6 +78,17 @@ class ReplicationPolicy(Enum):
 
     def __str__(self) -> str:
         return self.value
+
+
+@dataclass
+class RankGroup:
+    """The ranks of a switch channel's group (MSCCL++ ``RankGroup``)."""
+
+    size: int
+    ranks: list[int]
+
+    def to_dict(self) -> dict:
+        return {"size": self.size, "ranks": list(self.ranks)}
 
 
 @dataclass(frozen=True)

@@ -154,9 +154,10 @@ class PortChannel(_Channel):
         """Copy local ``src_chunk`` into the peer's scratch ``dst_chunk`` as LL packets."""
         self._transfer("ppkt", dst_chunk, src_chunk, tb, None, dst_scratch=True)
 
-    def read_put_packets(self, dst_chunk: Chunk, src_chunk: Chunk, tb: int) -> None:
+    def read_put_packets(self, dst_chunk: Chunk, src_chunk: Chunk, tb: int | None = None,
+                         tb_group: ThreadBlockGroup | None = None) -> None:
         """Forward LL packets from local scratch ``src_chunk`` to the peer's scratch ``dst_chunk``."""
-        self._transfer("rppkt", dst_chunk, src_chunk, tb, None, src_scratch=True, dst_scratch=True)
+        self._transfer("rppkt", dst_chunk, src_chunk, tb, tb_group, src_scratch=True, dst_scratch=True)
 
 
 class SwitchChannel:

@@ -22,6 +22,12 @@ class Collective:
         """(input chunks, output chunks) of each rank."""
         raise NotImplementedError
 
+    def check(self, prog) -> None:
+        """Raise ``ValueError`` unless ``prog`` (a ``CollectiveProgram``) was made for this collective."""
+        if prog.collective is not self or prog.num_ranks != self.num_ranks:
+            raise ValueError(f"the program implements {prog.collective.name} on {prog.num_ranks} ranks, not this "
+                             f"{self.name} on {self.num_ranks}")
+
     def init_buffers(self) -> list[dict[BufferType, BaseBuffer]]:
         """Each rank's input and output buffers."""
         n_in, n_out = self.sizes()

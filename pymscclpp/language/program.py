@@ -31,6 +31,7 @@ class _GpuState:
         self.scratch_chunks = 0
         self.channels: dict[ChannelType, list[int]] = {ChannelType.memory: [], ChannelType.port: []}
         self.switch_channels: list[tuple[BufferType, list[int]]] = []  # (buffer type, group ranks)
+        self.remote_order: list[tuple[int, str]] = []  # (rank, buffer code) of peer buffers, first use first
         self.semaphores: list[int] = []
         self.tbs: dict[int, list[IrOp]] = {}
         self.barriers: dict[tuple[int, ...], int] = {}
@@ -127,7 +128,11 @@ class CollectiveProgram:
         if op.tb < 0:
             raise DSLError(f"thread block ids must be >= 0, got {op.tb}")
         op.where = caller_location()
-        ops = self.gpus[op.rank].tbs.setdefault(op.tb, [])
+        gpu = self.gpus[op.rank]
+        for ref in op.src + op.dst:
+            if ref.remote and (ref.rank, ref.buffer.value) not in gpu.remote_order:
+                gpu.remote_order.append((ref.rank, ref.buffer.value))
+        ops = gpu.tbs.setdefault(op.tb, [])
         if self.loop_context is None:
             ops.append(op)
             return
@@ -158,7 +163,7 @@ class CollectiveProgram:
             counts = (g.input_chunks * n, g.output_chunks * n, g.scratch_chunks * n)
             channels = {t: replicate_list(peers, n) for t, peers in g.channels.items()}
             gpus.append(emit_gpu(rank, counts, tbs, channels, replicate_list(g.switch_channels, n),
-                                 replicate_list(g.semaphores, n)))
+                                 replicate_list(g.semaphores, n), g.remote_order))
         return {
             "name": self.name,
             "collective": self.collective.name,

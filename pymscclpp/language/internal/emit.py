@@ -12,9 +12,9 @@ from .types import ChannelType
 class _GpuTables:
     """Numbering of the remote buffers of one gpu, and of each thread block's channels and buffer refs."""
 
-    def __init__(self) -> None:
-        self.remote: dict[tuple[int, str], int] = {}
-        self.remote_access: list[list[str]] = []
+    def __init__(self, remote_order: list[tuple[int, str]]) -> None:
+        self.remote: dict[tuple[int, str], int] = {key: i for i, key in enumerate(remote_order)}
+        self.remote_access: list[list[str]] = [[] for _ in remote_order]
 
     def remote_id(self, ref: Ref, access: str) -> int:
         key = (ref.rank, ref.buffer.value)
@@ -77,7 +77,7 @@ class _TbTables:
         if op.name in DATA_OPS:
             out["src_buff"] = [self.buffer(r, ctype) for r in op.src]
             out["dst_buff"] = [self.buffer(r, ctype) for r in op.dst]
-            if ctype == "port":
+            if ctype == "port" or op.name == "get":  # as MSCCL++ writes them
                 out["channel_ids"] = local_ids
             if ctype:
                 out["channel_type"] = ctype
@@ -99,9 +99,10 @@ class _TbTables:
 
 
 def emit_gpu(rank: int, counts: tuple[int, int, int], tbs: dict[int, list[IrOp]],
-             channels: dict[ChannelType, list[int]], switch_channels: list[tuple], semaphores: list[int]) -> dict:
+             channels: dict[ChannelType, list[int]], switch_channels: list[tuple], semaphores: list[int],
+             remote_order: list[tuple[int, str]]) -> dict:
     """The plan's ``gpus[rank]`` entry; thread blocks numbered 0..max, missing ones left empty."""
-    tables = _GpuTables()
+    tables = _GpuTables(remote_order)  # remote buffers numbered in the order the program first named them
     threadblocks = []
     for tb in range(max(tbs, default=-1) + 1):
         tt = _TbTables(tables)

@@ -81,3 +81,20 @@ def scratch_exchange(n: int) -> dict:
             ch[r, p].put(scratch[p][1:2], scratch[r][0:1], tb=0)
         _handshake(ch, n)
         return prog.to_dict()
+
+
+def allgather_forward_packets(n: int, instr_fusion: bool = True) -> dict:
+    """LL allgather: each rank packs its input into scratch slot r and forwards those packets to every peer."""
+    with CollectiveProgram("allgather_rppkt", AllGather(n, 1, False), n, protocol="LL", instr_fusion=instr_fusion,
+                           use_double_scratch_buffer=True) as prog:
+        scratch = [Buffer(r, n) for r in range(n)]
+        ch = {(r, p): MemoryChannel(p, r) for r in range(n) for p in range(n) if p != r}
+        for r in range(n):
+            me = Rank(r)
+            me.copy_packets(scratch[r][r:r + 1], me.get_input_buffer()[0:1], tb=0)
+            for p in range(n):
+                if p != r:
+                    ch[r, p].read_put_packets(scratch[p][r:r + 1], scratch[r][r:r + 1], tb=0)
+            for q in range(n):
+                me.unpack_packets(me.get_output_buffer()[q:q + 1], scratch[r][q:q + 1], tb=0)
+        return prog.to_dict()

@@ -8,7 +8,7 @@ import copy
 import numpy as np
 import pytest
 
-from language.parity_programs import nvls_allgather_packets, nvls_allreduce, scratch_exchange, sendrecv_ring
+from language.parity_programs import allgather_forward_packets, nvls_allgather_packets, nvls_allreduce, scratch_exchange, sendrecv_ring
 from pymscclpp.executor import ExecutionPlan
 from pymscclpp.language.channel import MemoryChannel, SwitchChannel
 from pymscclpp.language.collectives import TestCollective
@@ -134,3 +134,11 @@ def test_plan_without_input_or_output_chunks_loads_and_interprets():
     report = check_plan(plan, size=64)
     assert not report.checked and report.message_bytes == 0
     assert run_plan(plan, [np.zeros(0, np.float32)] * 3, chunk_bytes=16)[0][0].size == 0
+
+
+def test_packet_forwards_from_one_chunk_fuse_into_one_multi_destination_op():
+    fused = allgather_forward_packets(3)
+    rppkt = [op for op in _ops(fused, 0) if op["name"] == "rppkt"]
+    assert len(rppkt) == 1 and len(rppkt[0]["dst_buff"]) == 2
+    for plan in (fused, allgather_forward_packets(3, instr_fusion=False)):
+        assert check_plan(plan, dtype="int32").checked

@@ -33,6 +33,10 @@ def _fuse_pair(a: IrOp, b: IrOp) -> IrOp | None:
             and a.src[0].size == b.src[0].size and a.src[0].buffer == b.src[0].buffer and a.src[0].remote == b.src[0].remote:
         return IrOp(a.rank, a.tb, a.name, a.src + b.src, a.dst + b.dst, channel_type=a.channel_type,
                     channels=a.channels + b.channels, tbg=a.tbg, loop=a.loop, where=a.where)
+    # packets forwarded from one scratch chunk to several peers: one multi-destination forward
+    if a.name == b.name == "rppkt" and a.channel_type == b.channel_type and _same_refs(a.src, b.src):
+        return IrOp(a.rank, a.tb, "rppkt", list(a.src), a.dst + b.dst, channel_type=a.channel_type,
+                    channels=a.channels + b.channels, tbg=a.tbg, loop=a.loop, where=a.where)
     # accumulating reduces into the same chunk merge their sources: dst = dst + x + y
     if a.name == b.name and a.name in ("re", "rre", "repkt") and a.reduce_op == b.reduce_op \
             and a.dst[0].same_range(a.src[0]) and _same_refs(a.dst, b.dst) and a.src[0].same_range(b.src[0]) \

@@ -1,4 +1,6 @@
-"""Plans without input or output chunks (MSCCL++'s unit-test plans move scratch only) lay out and run."""
+"""The executor runs our programs of the features MSCCL++'s DSL tests use: send/recv rings, packet forwards to
+several peers, and plans without input or output chunks (they move scratch only), checked against the
+interpreter on the simulator."""
 
 from __future__ import annotations
 
@@ -8,7 +10,7 @@ import tempfile
 import pytest
 
 from executor import cases, oracle
-from language.parity_programs import scratch_exchange
+from language.parity_programs import allgather_forward_packets, scratch_exchange, sendrecv_ring
 from pymscclpp.executor import ExecutionPlan
 from pymscclpp.executor.layout import message_layout
 from pymscclpp.plan import PlanError
@@ -39,13 +41,17 @@ def test_plan_with_only_input_chunks_sizes_chunks_from_the_input():
     assert (lay.chunk, len(lay.in_slots()), lay.out_slots()) == (32, 2, [])
 
 
-def test_zero_chunk_plan_runs_through_the_executor():
-    xplan = ExecutionPlan.from_plan(scratch_exchange(2))
-    inputs = oracle.make_inputs(xplan, "float32", 0, 1, 2)
-    expected = oracle.expected_outputs(xplan, inputs, 0, "sum")
-    path = cases.write_case(os.path.join(tempfile.mkdtemp(), "zero.pkl"), xplan.plan.to_json(), inputs, expected)
-    pool = RankPool(2, env={"PYMSCCLPP_TIMEOUT_S": "30"})
-    try:
-        pool.run(cases.run_case, path=path)
-    finally:
-        pool.close()
+@pytest.fixture(scope="module")
+def pool():
+    ranks = RankPool(3, env={"PYMSCCLPP_TIMEOUT_S": "60"})
+    yield ranks
+    ranks.close()
+
+
+@pytest.mark.parametrize("program, count", [(scratch_exchange, 0), (sendrecv_ring, 20), (allgather_forward_packets, 12)])
+def test_program_runs_through_the_executor_as_the_interpreter_does(pool, program, count):
+    xplan = ExecutionPlan.from_plan(program(3))
+    inputs = oracle.make_inputs(xplan, "float32", count, 1, 2)
+    expected = oracle.expected_outputs(xplan, inputs, count, "sum")
+    path = cases.write_case(os.path.join(tempfile.mkdtemp(), "case.pkl"), xplan.plan.to_json(), inputs, expected)
+    pool.run(cases.run_case, path=path)

@@ -124,8 +124,9 @@ class Executor:
         dtype = _dtype_name(send)
         if dtype != _dtype_name(recv):
             raise InvalidUsageError(f"send buffer is {dtype} but receive buffer is {_dtype_name(recv)}")
-        if send.nbytes == 0 and recv.nbytes == 0:
-            return None
+        gpu = xplan.plan.gpus[self.comm.rank] if self.comm.rank < xplan.num_ranks else None
+        if send.nbytes == 0 and recv.nbytes == 0 and (gpu is None or gpu.input_chunks or gpu.output_chunks):
+            return None  # nothing to move (a plan without input and output chunks still runs: it moves scratch)
         self._check_comm(xplan)
         kind, code = self._reduction(xplan, dtype, op)
         itemsize = send.nbytes // max(1, int(np.prod(send.shape, dtype=np.int64)))

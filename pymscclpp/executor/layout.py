@@ -71,6 +71,8 @@ def message_layout(xplan: ExecutionPlan, rank: int, send_bytes: int, recv_bytes:
     parts = _parts(plan.collective, plan.num_ranks)
     if parts is None:  # no part structure: the buffers must split into whole aligned chunks as they are
         parts = (gpu.input_chunks, gpu.output_chunks)
+        if 0 in parts:  # a side without chunks takes no bytes (MSCCL++ sizes chunks from the other side)
+            return _one_sided(xplan, rank, send_bytes if parts[0] else recv_bytes, max(parts), align)
     in_parts, out_parts = parts
     if gpu.input_chunks % in_parts or gpu.output_chunks % out_parts or \
             gpu.input_chunks // in_parts != gpu.output_chunks // out_parts:
@@ -96,3 +98,16 @@ def message_layout(xplan: ExecutionPlan, rank: int, send_bytes: int, recv_bytes:
         raise PlanError(f"plan {plan.name!r} covers messages of {plan.min_message_size} to "
                         f"{plan.max_message_size} bytes, got {message}")
     return lay
+
+
+def _one_sided(xplan: ExecutionPlan, rank: int, nbytes: int, chunks: int, align: int) -> MessageLayout:
+    """The layout of a plan without part structure whose input or output (or both) has no chunks: chunks
+    are sized from the side that has them; a plan with neither moves scratch only, in ``align``-byte chunks."""
+    plan, gpu = xplan.plan, xplan.plan.gpus[rank]
+    if chunks and (nbytes % chunks or (nbytes // chunks) % align):
+        raise PlanError(f"plan {plan.name!r} ({plan.collective}): {nbytes} bytes do not split into {chunks} "
+                        f"chunks of a multiple of {align} bytes")
+    chunk = nbytes // chunks if chunks and nbytes else align
+    per = 1 if chunks else 0
+    return MessageLayout(chunk, chunk * per, gpu.input_chunks, gpu.output_chunks, per,
+                         io_layout(plan.collective, plan.inplace, rank, gpu.input_chunks, gpu.output_chunks))

@@ -127,6 +127,9 @@ class ExecutionPlan:
             raise self._fail("num_threads_per_block", f"{plan.num_threads_per_block} exceeds the "
                              f"{MAX_THREADS_PER_BLOCK} threads a CUDA block can have")
         for g in plan.gpus:
+            if g.switch_channels:
+                raise self._fail(f"gpus[{g.id}].channels", "switch channels need NVLS multicast memory, which the "
+                                 "executor does not create; run the plan with the interpreter (verify) instead")
             if g.channels.get("port") or any(tb.channels.get("port") for tb in g.threadblocks):
                 raise self._fail(f"gpus[{g.id}].channels", "port channels are not supported by the executor yet; "
                                  "use memory channels")

@@ -6,12 +6,12 @@ A program written for MSCCL++ v0.8+ runs with only its import changed (``mscclpp
 ``loop``, ``thread_block_group`` and ``utils`` keep MSCCL++'s names, arguments and semantics, and ``JSON()``
 returns an execution plan in the JSON format MSCCL++ v0.8's executor reads (``gpus`` -> ``threadblocks`` ->
 ``ops``; ``channels``, ``remote_buffers``, ``semaphores``; ``min/max_message_size``). Switch (NVLS) channels
-are not supported. ``plan`` loads and validates plans, ``interpreter`` runs them for all ranks with numpy,
+are part of the DSL and the interpreter; the executor refuses them. ``plan`` loads and validates plans, ``interpreter`` runs them for all ranks with numpy,
 ``python -m pymscclpp.language.verify PLAN.json`` checks one, and ``programs`` holds ready-made algorithms.
 """
 
-from .channel import MemoryChannel, PortChannel
-from .collectives import AllGather, AllReduce, AllToAll, Collective, ReduceScatter, TestCollective
+from .channel import MemoryChannel, PortChannel, SwitchChannel
+from .collectives import AllGather, AllReduce, AllToAll, Collective, ReduceScatter, SendRecv, TestCollective
 from .errors import DSLError
 from .general import JSON
 from .internal.types import BufferType, ChannelType, Chunk, ReduceOperationType, ReplicationPolicy, SyncType
@@ -25,4 +25,4 @@ from .utils import AlgoSpec
 __all__ = ["AlgoSpec", "AllGather", "AllReduce", "AllToAll", "Buffer", "BufferType", "ChannelType", "Chunk",
            "Collective", "CollectiveProgram", "DSLError", "JSON", "LoopIterationContext", "MemoryChannel", "Plan",
            "PlanError", "PortChannel", "Rank", "ReduceOperationType", "ReduceScatter", "ReplicationPolicy", "Semaphore",
-           "SyncType", "TestCollective", "ThreadBlockGroup", "load_plan"]
+           "SendRecv", "SwitchChannel", "SyncType", "TestCollective", "ThreadBlockGroup", "load_plan"]

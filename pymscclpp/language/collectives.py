@@ -22,6 +22,12 @@ class Collective:
         """(input chunks, output chunks) of each rank."""
         raise NotImplementedError
 
+    def check(self, prog) -> None:
+        """Raise ``ValueError`` unless ``prog`` (a ``CollectiveProgram``) was made for this collective."""
+        if prog.collective is not self or prog.num_ranks != self.num_ranks:
+            raise ValueError(f"the program implements {prog.collective.name} on {prog.num_ranks} ranks, not this "
+                             f"{self.name} on {self.num_ranks}")
+
     def init_buffers(self) -> list[dict[BufferType, BaseBuffer]]:
         """Each rank's input and output buffers."""
         n_in, n_out = self.sizes()
@@ -78,3 +84,12 @@ class AllToAll(Collective):
 
     def sizes(self) -> tuple[int, int]:
         return self.num_ranks * self.chunk_factor, self.num_ranks * self.chunk_factor
+
+
+class SendRecv(Collective):
+    """Point to point: each rank sends its input to a peer and receives a peer's input into its output."""
+
+    name = "sendrecv"
+
+    def sizes(self) -> tuple[int, int]:
+        return self.chunk_factor, self.chunk_factor

@@ -12,7 +12,7 @@ from .collectives import Collective
 from .errors import DSLError
 from .internal.globals import set_program
 from .internal.ir import IrOp, caller_location
-from .internal.pairing import check_pairing
+from .internal.pairing import check_channel_pairing, check_pairing
 from .internal.passes import run_passes
 from .internal.replicate import replicate_list, replicate_ops
 from .internal.emit import emit_gpu
@@ -30,6 +30,8 @@ class _GpuState:
         self.output_chunks = output_chunks
         self.scratch_chunks = 0
         self.channels: dict[ChannelType, list[int]] = {ChannelType.memory: [], ChannelType.port: []}
+        self.switch_channels: list[tuple[BufferType, list[int]]] = []  # (buffer type, group ranks)
+        self.remote_order: list[tuple[int, str]] = []  # (rank, buffer code) of peer buffers, first use first
         self.semaphores: list[int] = []
         self.tbs: dict[int, list[IrOp]] = {}
         self.barriers: dict[tuple[int, ...], int] = {}
@@ -95,6 +97,14 @@ class CollectiveProgram:
         peers.append(dst_rank)
         return len(peers) - 1
 
+    def add_switch_channel(self, ranks: list[int], buffer_type: BufferType) -> dict[int, int]:
+        """A switch channel on every rank of ``ranks``; returns each rank's id for it."""
+        ids = {}
+        for rank in ranks:
+            ids[rank] = len(self.gpus[rank].switch_channels)
+            self.gpus[rank].switch_channels.append((buffer_type, list(ranks)))
+        return ids
+
     def add_semaphore(self, rank: int, initial_value: int) -> int:
         self.gpus[rank].semaphores.append(initial_value)
         return len(self.gpus[rank].semaphores) - 1
@@ -118,7 +128,11 @@ class CollectiveProgram:
         if op.tb < 0:
             raise DSLError(f"thread block ids must be >= 0, got {op.tb}")
         op.where = caller_location()
-        ops = self.gpus[op.rank].tbs.setdefault(op.tb, [])
+        gpu = self.gpus[op.rank]
+        for ref in op.src + op.dst:
+            if ref.remote and (ref.rank, ref.buffer.value) not in gpu.remote_order:
+                gpu.remote_order.append((ref.rank, ref.buffer.value))
+        ops = gpu.tbs.setdefault(op.tb, [])
         if self.loop_context is None:
             ops.append(op)
             return
@@ -129,11 +143,16 @@ class CollectiveProgram:
 
     # -- compilation --------------------------------------------------------------------------------
 
-    def to_dict(self) -> dict:
-        """Compile to the execution plan as a dict; the recorded program is left unchanged."""
+    def to_dict(self, strict_pairing: bool = False) -> dict:
+        """Compile to the execution plan as a dict; the recorded program is left unchanged.
+
+        Signals and waits must balance per pair of ranks and channel type (MSCCL++'s rule); ``strict_pairing``
+        also requires each channel's signals to meet waits on its partner channel, which the executor needs."""
         n = self.instances
-        check_pairing([g.tbs for g in self.gpus],
-                      {t: [g.channels[t] for g in self.gpus] for t in (ChannelType.memory, ChannelType.port)})
+        channels = {t: [g.channels[t] for g in self.gpus] for t in (ChannelType.memory, ChannelType.port)}
+        check_pairing([g.tbs for g in self.gpus], channels)
+        if strict_pairing:
+            check_channel_pairing([g.tbs for g in self.gpus], channels)
         layouts = [io_layout(self.collective.name, self.collective.inplace, r, g.input_chunks, g.output_chunks)
                    for r, g in enumerate(self.gpus)]
         gpus = []
@@ -143,7 +162,8 @@ class CollectiveProgram:
             tbs = replicate_ops(tbs, n, self.replication_policy)
             counts = (g.input_chunks * n, g.output_chunks * n, g.scratch_chunks * n)
             channels = {t: replicate_list(peers, n) for t, peers in g.channels.items()}
-            gpus.append(emit_gpu(rank, counts, tbs, channels, replicate_list(g.semaphores, n)))
+            gpus.append(emit_gpu(rank, counts, tbs, channels, replicate_list(g.switch_channels, n),
+                                 replicate_list(g.semaphores, n), g.remote_order))
         return {
             "name": self.name,
             "collective": self.collective.name,

@@ -142,6 +142,10 @@ class Semaphore:
         self.initial_value = initial_value
         self.id = get_program().add_semaphore(rank, initial_value)
 
+    @classmethod
+    def reset(cls) -> None:
+        """MSCCL++ resets its global semaphore counters between programs; ids are per program here, so nothing to do."""
+
     def acquire(self, tb: int, data_sync: SyncType = SyncType.both) -> None:
         """Block thread block ``tb`` until the semaphore is positive, then decrement it."""
         get_program().add_operation(IrOp(self.rank, tb, "sem_acquire", semaphores=[self.id], data_sync=data_sync))

@@ -5,6 +5,6 @@ this package imports nothing else of pymscclpp.
 """
 
 from .loader import load_plan
-from .model import BufferRef, Gpu, Op, Plan, PlanError, RemoteBuffer, ThreadBlock
+from .model import BufferRef, Gpu, Op, Plan, PlanError, RemoteBuffer, SwitchChannel, ThreadBlock
 
-__all__ = ["BufferRef", "Gpu", "Op", "Plan", "PlanError", "RemoteBuffer", "ThreadBlock", "load_plan"]
+__all__ = ["BufferRef", "Gpu", "Op", "Plan", "PlanError", "RemoteBuffer", "SwitchChannel", "ThreadBlock", "load_plan"]

@@ -2,7 +2,7 @@
 
 Every field is checked; ``PlanError`` messages start with the JSON path of the bad field, for example
 ``gpus[1].threadblocks[0].ops[3].dst_buff[0].index: ...``. Plans written by MSCCL++'s own DSL load as they are,
-except those using switch (NVLS) channels, which these machines cannot run.
+switch (NVLS) channels and their multimem ops included (the interpreter runs them; the executor refuses them).
 """
 
 from __future__ import annotations
@@ -11,9 +11,9 @@ import json
 import os
 from typing import Any
 
-from .model import (BUFFER_CODES, CHANNEL_TYPES, MAX_MESSAGE_SIZE, REDUCE_OPS, BufferRef, Gpu, Op, Plan, PlanError,
-                    RemoteBuffer, ThreadBlock)
-from .opcodes import ALL_OPS, CHANNEL_SYNC_OPS, DATA_OPS, PACKET_ROLES, REMOTE_ROLES, SEMAPHORE_OPS, SWITCH_OPS, roles
+from .model import (BUFFER_CODES, CHANNEL_TYPES, MAX_MESSAGE_SIZE, REDUCE_OPS, SWITCH, BufferRef, Gpu, Op, Plan, PlanError,
+                    RemoteBuffer, SwitchChannel, ThreadBlock)
+from .opcodes import ALL_OPS, CHANNEL_SYNC_OPS, DATA_OPS, PACKET_ROLES, REMOTE_ROLES, SEMAPHORE_OPS, SWITCH_ROLES, roles
 
 
 def load_plan(source: "str | os.PathLike | dict | Plan") -> Plan:
@@ -103,13 +103,15 @@ class _Loader:
         if _get(obj, "id", path, int) != r:
             raise _fail(f"{path}.id", f"must equal its position {r}, got {obj['id']}")
         counts = {k: _nat(obj, k, path) for k in ("input_chunks", "output_chunks", "scratch_chunks")}
-        if counts["input_chunks"] == 0 and counts["output_chunks"] == 0:
-            raise _fail(f"{path}.input_chunks", "input_chunks and output_chunks cannot both be 0")
         channels: dict[str, list[int]] = {}
+        switch_channels: list[SwitchChannel] = []
         for i, ch in enumerate(_list(obj, "channels", path, [])):
             cpath = f"{path}.channels[{i}]"
             ch = _dict_at(ch, cpath)
-            ctype = self.channel_type(ch, "channel_type", cpath)
+            ctype = self.channel_type(ch, "channel_type", cpath, switch=True)
+            if ctype == SWITCH:
+                switch_channels.append(self.switch_channel_entry(ch, cpath, r))
+                continue
             for j, peer in enumerate(_list(ch, "connected_to", cpath)):
                 self.rank_ref(peer, f"{cpath}.connected_to[{j}]", not_self=r)
                 channels.setdefault(ctype, []).append(peer)
@@ -130,7 +132,22 @@ class _Loader:
         tbs = [self.threadblock(_dict_at(tb, f"{path}.threadblocks[{j}]"), f"{path}.threadblocks[{j}]", j)
                for j, tb in enumerate(_list(obj, "threadblocks", path))]
         return Gpu(r, counts["input_chunks"], counts["output_chunks"], counts["scratch_chunks"], tbs, channels,
-                   remote_buffers, semaphores)
+                   remote_buffers, semaphores, switch_channels)
+
+    def switch_channel_entry(self, obj: dict, path: str, r: int) -> SwitchChannel:
+        """A gpu's switch channel: one buffer type and one group of distinct ranks that includes this gpu."""
+        buffer_type = self.buffer_code(obj, "buffer_type", path)
+        groups = _list(obj, "rank_groups", path)
+        if len(groups) != 1:
+            raise _fail(f"{path}.rank_groups", f"a switch channel needs exactly one rank group, got {len(groups)}")
+        gpath = f"{path}.rank_groups[0]"
+        group = _dict_at(groups[0], gpath)
+        ranks = [self.rank_ref(v, f"{gpath}.ranks[{k}]", not_self=-1) for k, v in enumerate(_list(group, "ranks", gpath))]
+        if _nat(group, "size", gpath) != len(ranks) or len(set(ranks)) != len(ranks):
+            raise _fail(f"{gpath}", f"size {group['size']} must count the distinct ranks {ranks}")
+        if r not in ranks:
+            raise _fail(f"{gpath}.ranks", f"rank {r} has a switch channel whose group {ranks} does not include it")
+        return SwitchChannel(buffer_type, ranks)
 
     def threadblock(self, obj: dict, path: str, j: int) -> ThreadBlock:
         if _get(obj, "id", path, int) != j:
@@ -139,7 +156,7 @@ class _Loader:
         for i, ch in enumerate(_list(obj, "channels", path, [])):
             cpath = f"{path}.channels[{i}]"
             ch = _dict_at(ch, cpath)
-            ctype = self.channel_type(ch, "channel_type", cpath)
+            ctype = self.channel_type(ch, "channel_type", cpath, switch=True)
             channels.setdefault(ctype, []).extend(self.nat_item(cid, f"{cpath}.channel_ids[{k}]")
                                                   for k, cid in enumerate(_list(ch, "channel_ids", cpath)))
         refs: dict[str, list[int]] = {}
@@ -155,13 +172,13 @@ class _Loader:
 
     def op(self, obj: dict, path: str, nested: bool) -> Op:
         name = _get(obj, "name", path, str)
-        if name in SWITCH_OPS:
-            raise _fail(f"{path}.name", f"{name!r} needs switch (NVLS) channels, which are not supported")
         if name not in ALL_OPS:
             raise _fail(f"{path}.name", f"unknown op {name!r}")
-        op = Op(name)
+        if name == "glre":
+            obj = self.glre_as_data_op(obj, path)
+        op = Op(name, buffer_type=obj.get("buffer_type"))
         if "channel_type" in obj:
-            op.channel_type = self.channel_type(obj, "channel_type", path)
+            op.channel_type = self.channel_type(obj, "channel_type", path, switch=True)
         op.channel_ids = [self.nat_item(v, f"{path}.channel_ids[{i}]") for i, v in enumerate(_list(obj, "channel_ids", path, []))]
         op.src_buff = [self.buffer_ref(b, f"{path}.src_buff[{i}]") for i, b in enumerate(_list(obj, "src_buff", path, []))]
         op.dst_buff = [self.buffer_ref(b, f"{path}.dst_buff[{i}]") for i, b in enumerate(_list(obj, "dst_buff", path, []))]
@@ -195,12 +212,24 @@ class _Loader:
                       for i, o in enumerate(_list(obj, "ops", path))]
         return op
 
+    def glre_as_data_op(self, obj: dict, path: str) -> dict:
+        """MSCCL++'s unfused ``glre`` (buffer_type/buffer_offset/size/dst_chunk) as src_buff/dst_buff like other ops."""
+        ids = _list(obj, "channel_ids", path)
+        if len(ids) != 1:
+            raise _fail(f"{path}.channel_ids", f"glre names exactly one switch channel, got {ids!r}")
+        self.buffer_code(obj, "buffer_type", path)
+        src = {"switch_channel_id": ids[0], "index": _nat(obj, "buffer_offset", path), "size": _nat(obj, "size", path)}
+        dst = _dict_at(_get(obj, "dst_chunk", path, dict), f"{path}.dst_chunk")
+        return {**obj, "src_buff": [src], "dst_buff": [dst], "channel_ids": []}
+
     def buffer_ref(self, obj: Any, path: str) -> BufferRef:
         obj = _dict_at(obj, path)
-        if "switch_channel_id" in obj:
-            raise _fail(f"{path}.switch_channel_id", "switch (NVLS) channels are not supported")
         ref = BufferRef(index=_nat(obj, "index", path), size=_nat(obj, "size", path, minimum=1))
-        if "buffer_id" in obj:
+        if "rank" in obj:
+            ref.rank = self.rank_ref(obj["rank"], f"{path}.rank", not_self=-1)
+        if "switch_channel_id" in obj:
+            ref.switch_channel_id = _nat(obj, "switch_channel_id", path)
+        elif "buffer_id" in obj:
             ref.buffer_id = _nat(obj, "buffer_id", path)
         elif "type" in obj:
             ref.type = self.buffer_code(obj, "type", path)
@@ -208,12 +237,12 @@ class _Loader:
             raise _fail(path, "needs 'type' (a local buffer) or 'buffer_id' (a remote buffer)")
         return ref
 
-    def channel_type(self, obj: dict, key: str, path: str) -> str:
+    def channel_type(self, obj: dict, key: str, path: str, switch: bool = False) -> str:
+        """A channel type; ``switch`` only where the plan format allows one (not for remote buffer access)."""
         value = _get(obj, key, path, str)
-        if value == "switch":
-            raise _fail(f"{path}.{key}", "switch (NVLS) channels are not supported")
-        if value not in CHANNEL_TYPES:
-            raise _fail(f"{path}.{key}", f"must be one of {CHANNEL_TYPES}, got {value!r}")
+        allowed = CHANNEL_TYPES + (SWITCH,) if switch else CHANNEL_TYPES
+        if value not in allowed:
+            raise _fail(f"{path}.{key}", f"must be one of {allowed}, got {value!r}")
         return value
 
     @staticmethod
@@ -248,7 +277,7 @@ class _Loader:
             tpath = f"{path}.threadblocks[{tb.id}]"
             for t, ids in tb.channels.items():
                 for k, cid in enumerate(ids):
-                    if cid >= len(gpu.channels.get(t, [])):
+                    if cid >= (len(gpu.switch_channels) if t == SWITCH else len(gpu.channels.get(t, []))):
                         raise _fail(f"{tpath}.channels", f"{t} channel {cid} (entry {k}) does not exist on rank {gpu.id}")
             for t, ids in tb.remote_buffer_refs.items():
                 for k, bid in enumerate(ids):
@@ -298,7 +327,7 @@ class _Loader:
         if shape.paired and (len(op.src_buff) != len(op.dst_buff) or not op.src_buff):
             raise _fail(f"{path}.dst_buff", f"{op.name} needs as many dst as src buffers (>= 1), got {len(op.src_buff)} and {len(op.dst_buff)}")
         src_roles, dst_roles = roles(op.name, len(op.src_buff), len(op.dst_buff))
-        if any(r in REMOTE_ROLES for r in src_roles + dst_roles):
+        if any(r in REMOTE_ROLES or r in SWITCH_ROLES for r in src_roles + dst_roles):
             if op.channel_type not in shape.channel_types:
                 raise _fail(f"{path}.channel_type",
                             f"{op.name} with remote buffers needs channel_type in {sorted(shape.channel_types)}, got {op.channel_type!r}")
@@ -326,6 +355,12 @@ class _Loader:
             raise _fail(f"{path}", f"{op.name} needs equal sizes for all buffers, got {sorted(sizes)}")
 
     def check_ref(self, plan: Plan, gpu: Gpu, tb: ThreadBlock, op: Op, ref: BufferRef, role: str, path: str) -> None:
+        if role in SWITCH_ROLES:
+            self.check_switch_ref(plan, gpu, tb, op, ref, role, path)
+            return
+        if ref.switch:
+            raise _fail(path, f"{op.name} expects a {'remote' if role in REMOTE_ROLES else 'local'} buffer here, "
+                              f"got switch_channel_id {ref.switch_channel_id}")
         if role in REMOTE_ROLES:
             if not ref.remote:
                 raise _fail(path, f"{op.name} expects a remote buffer here ('buffer_id'), got local type {ref.type!r}")
@@ -337,6 +372,8 @@ class _Loader:
         else:
             if ref.remote:
                 raise _fail(path, f"{op.name} expects a local buffer here ('type'), got buffer_id {ref.buffer_id}")
+            if ref.rank not in (None, gpu.id):
+                raise _fail(f"{path}.rank", f"a local buffer of rank {gpu.id} cannot be on rank {ref.rank}")
             owner, code = gpu, ref.type
         if role in PACKET_ROLES and code != "s":
             raise _fail(path, f"{op.name} keeps packets here, which must be in the scratch buffer, not {code!r}")
@@ -344,3 +381,23 @@ class _Loader:
         if ref.index + ref.size > limit:
             raise _fail(f"{path}.index", f"chunks [{ref.index}, {ref.index + ref.size}) exceed the {limit} "
                                          f"'{code}' chunks of rank {owner.id}")
+
+    def check_switch_ref(self, plan: Plan, gpu: Gpu, tb: ThreadBlock, op: Op, ref: BufferRef, role: str, path: str) -> None:
+        """A switch ref: a switch channel of the thread block, and a range that every group rank's buffer holds."""
+        if not ref.switch:
+            raise _fail(path, f"{op.name} expects a switch channel's buffer here ('switch_channel_id')")
+        available = len(tb.channels.get(SWITCH, []))
+        if ref.switch_channel_id >= available:
+            raise _fail(f"{path}.switch_channel_id", f"thread block {tb.id} has {available} switch channels, "
+                                                     f"no channel {ref.switch_channel_id}")
+        sc = plan.switch_channel(gpu.id, tb.id, ref.switch_channel_id)
+        if op.buffer_type is not None and op.buffer_type != sc.buffer_type:
+            raise _fail(f"{path}", f"{op.name} names buffer_type {op.buffer_type!r}, but its switch channel is over "
+                                   f"{sc.buffer_type!r} buffers")
+        if role in PACKET_ROLES and sc.buffer_type != "s":
+            raise _fail(path, f"{op.name} keeps packets here, which must be in the scratch buffer, not {sc.buffer_type!r}")
+        for rank in sc.ranks:
+            limit = plan.gpus[rank].chunks(sc.buffer_type)
+            if ref.index + ref.size > limit:
+                raise _fail(f"{path}.index", f"chunks [{ref.index}, {ref.index + ref.size}) exceed the {limit} "
+                                             f"'{sc.buffer_type}' chunks of rank {rank} in the switch channel's group")

@@ -11,7 +11,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 BUFFER_CODES = ("i", "o", "s")
-CHANNEL_TYPES = ("memory", "port")
+CHANNEL_TYPES = ("memory", "port")  # point-to-point channels
+SWITCH = "switch"  # an NVLS channel over a group of ranks
 REDUCE_OPS = ("sum", "min", "max")
 MAX_MESSAGE_SIZE = 2**64 - 1
 
@@ -22,19 +23,32 @@ class PlanError(ValueError):
 
 @dataclass
 class BufferRef:
-    """A chunk range named by an op: local (``type`` set) or remote (``buffer_id`` into the thread block's refs)."""
+    """A chunk range named by an op: local (``type`` set), remote (``buffer_id`` into the thread block's refs),
+    or the range of every group rank of a switch channel (``switch_channel_id`` into the thread block's
+    switch channels). ``rank`` is kept when the plan names it (MSCCL++ writes it on switch ops' local chunks)."""
 
     index: int
     size: int
     type: str | None = None
     buffer_id: int | None = None
+    switch_channel_id: int | None = None
+    rank: int | None = None
 
     @property
     def remote(self) -> bool:
         return self.buffer_id is not None
 
+    @property
+    def switch(self) -> bool:
+        return self.switch_channel_id is not None
+
     def to_dict(self) -> dict:
-        head = {"buffer_id": self.buffer_id} if self.remote else {"type": self.type}
+        if self.switch:
+            head = {"switch_channel_id": self.switch_channel_id}
+        else:
+            head = {"buffer_id": self.buffer_id} if self.remote else {"type": self.type}
+            if self.rank is not None:
+                head = {"rank": self.rank, **head}
         return {**head, "index": self.index, "size": self.size}
 
 
@@ -54,8 +68,14 @@ class Op:
     semaphore_ids: list[int] = field(default_factory=list)
     iter_context: tuple[int, int] | None = None  # (unit_size bytes, num_chunks)
     ops: list["Op"] = field(default_factory=list)
+    buffer_type: str | None = None  # glre: the switch channel's buffer, as MSCCL++ writes it
 
     def to_dict(self) -> dict:
+        if self.name == "glre":  # MSCCL++'s own shape for an unfused multimem load-reduce
+            src, dst = self.src_buff[0], self.dst_buff[0]
+            return {"name": "glre", "buffer_type": self.buffer_type, "buffer_offset": src.index, "size": src.size,
+                    "dst_chunk": {"rank": dst.rank, "type": dst.type, "index": dst.index, "size": dst.size},
+                    "channel_ids": [src.switch_channel_id], "channel_type": SWITCH, "reduce_op": self.reduce_op}
         out: dict[str, Any] = {"name": self.name}
         if self.src_buff:
             out["src_buff"] = [b.to_dict() for b in self.src_buff]
@@ -113,6 +133,18 @@ class RemoteBuffer:
 
 
 @dataclass
+class SwitchChannel:
+    """An NVLS channel: buffer ``buffer_type`` of every rank in ``ranks``, reached through one multicast address."""
+
+    buffer_type: str
+    ranks: list[int]
+
+    def to_dict(self) -> dict:
+        return {"channel_type": SWITCH, "buffer_type": self.buffer_type,
+                "rank_groups": [{"size": len(self.ranks), "ranks": list(self.ranks)}]}
+
+
+@dataclass
 class Gpu:
     """One rank of the plan."""
 
@@ -124,6 +156,7 @@ class Gpu:
     channels: dict[str, list[int]]  # channel type -> peer of each gpu channel, in channel-index order
     remote_buffers: list[RemoteBuffer]
     semaphores: list[int]  # initial values
+    switch_channels: list[SwitchChannel] = field(default_factory=list)
 
     def chunks(self, buffer_code: str) -> int:
         """Number of chunks of buffer ``"i"``, ``"o"`` or ``"s"``."""
@@ -136,7 +169,8 @@ class Gpu:
             "output_chunks": self.output_chunks,
             "scratch_chunks": self.scratch_chunks,
             "threadblocks": [tb.to_dict() for tb in self.threadblocks],
-            "channels": [{"channel_type": t, "connected_to": peers} for t, peers in self.channels.items() if peers],
+            "channels": [{"channel_type": t, "connected_to": peers} for t, peers in self.channels.items() if peers]
+            + [sc.to_dict() for sc in self.switch_channels],
             "remote_buffers": [rb.to_dict() for rb in self.remote_buffers],
             "semaphores": [{"init_value": v} for v in self.semaphores],
         }
@@ -166,6 +200,11 @@ class Plan:
         """The peer buffer that ``buffer_id`` names in an op of ``channel_type`` on thread block ``tb``."""
         gpu = self.gpus[rank]
         return gpu.remote_buffers[gpu.threadblocks[tb].remote_buffer_refs[channel_type][buffer_id]]
+
+    def switch_channel(self, rank: int, tb: int, switch_channel_id: int) -> SwitchChannel:
+        """The switch channel that ``switch_channel_id`` names in an op of thread block ``tb``."""
+        gpu = self.gpus[rank]
+        return gpu.switch_channels[gpu.threadblocks[tb].channels[SWITCH][switch_channel_id]]
 
     def channel(self, rank: int, tb: int, channel_type: str, channel_id: int) -> int:
         """The gpu-level channel index behind thread block ``tb``'s channel ``channel_id``."""

@@ -2,16 +2,18 @@
 
 Shared by the plan validator, the interpreter and the DSL's sync analysis, so the three agree on
 what each op reads and writes. Roles: ``L`` local plain data, ``R`` remote plain data (reached through a
-channel), ``LP``/``RP`` local/remote scratch holding LL packets (data + flag).
+channel), ``LP``/``RP`` local/remote scratch holding LL packets (data + flag), ``S``/``SP`` the same range of
+every rank of a switch (NVLS) channel's group, plain or as packets in scratch (multimem loads and stores).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-L, R, LP, RP = "L", "R", "LP", "RP"
-PACKET_ROLES = frozenset({LP, RP})
+L, R, LP, RP, S, SP = "L", "R", "LP", "RP", "S", "SP"
+PACKET_ROLES = frozenset({LP, RP, SP})
 REMOTE_ROLES = frozenset({R, RP})
+SWITCH_ROLES = frozenset({S, SP})
 
 
 @dataclass(frozen=True)
@@ -30,6 +32,7 @@ class Shape:
 _MEM = frozenset({"memory"})
 _PORT = frozenset({"port"})
 _ANY = frozenset({"memory", "port"})
+_SWITCH = frozenset({"switch"})
 
 DATA_OPS: dict[str, Shape] = {
     "copy": Shape((L,), None, (L,), None),
@@ -49,6 +52,10 @@ DATA_OPS: dict[str, Shape] = {
     "respkt": Shape((L,), LP, (L,), RP, reduces=True, channel_types=_MEM),
     "recpkt": Shape((L,), LP, (L, LP), None, reduces=True),
     "recspkt": Shape((L,), LP, (L, LP), RP, reduces=True, channel_types=_MEM),
+    "glre": Shape((S,), None, (L,), None, reduces=True, channel_types=_SWITCH),
+    "gstore": Shape((L,), None, (S,), None, channel_types=_SWITCH),
+    "gstorepkt": Shape((LP,), None, (SP,), None, channel_types=_SWITCH),
+    "glres": Shape((S,), None, (S,), None, reduces=True, channel_types=_SWITCH),
 }
 
 SIGNAL_OPS = frozenset({"signal", "rlxsignal"})
@@ -57,7 +64,7 @@ CHANNEL_SYNC_OPS = SIGNAL_OPS | WAIT_OPS | {"flush"}
 SEMAPHORE_OPS = frozenset({"sem_acquire", "sem_release"})
 SYNC_OPS = CHANNEL_SYNC_OPS | SEMAPHORE_OPS | {"nop", "barrier"}
 PORT_ASYNC_OPS = frozenset({"put", "pws", "pwsf", "ppkt", "rppkt"})  # through the proxy on port channels
-SWITCH_OPS = frozenset({"glres", "glre", "gstore"})
+SWITCH_OPS = frozenset({"glre", "gstore", "gstorepkt", "glres"})  # NVLS multimem: load-reduce, store
 ALL_OPS = frozenset(DATA_OPS) | SYNC_OPS | {"pipeline"}
 
 

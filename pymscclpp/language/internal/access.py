@@ -34,10 +34,10 @@ class Access:
         return not (self.write and self.packet and later.packet and not later.write)
 
 
-def _locate(ref: Ref, layouts: list[IoLayout]) -> tuple[str, int]:
+def _locate(ref: Ref, layouts: list[IoLayout], rank: int) -> tuple[str, int]:
     if ref.buffer == BufferType.scratch:
         return "s", ref.index
-    return "io", layouts[ref.rank].offset(ref.buffer.value) + ref.index
+    return "io", layouts[rank].offset(ref.buffer.value) + ref.index
 
 
 def accesses(op: IrOp, layouts: list[IoLayout]) -> list[Access]:
@@ -53,6 +53,7 @@ def accesses(op: IrOp, layouts: list[IoLayout]) -> list[Access]:
         for ref, role in zip(refs, rls):
             if proxied and ref.remote:
                 continue
-            space, lo = _locate(ref, layouts)
-            out.append(Access(ref.rank, space, lo, lo + ref.size, write, role in PACKET_ROLES))
+            for rank in ref.group or (ref.rank,):
+                space, lo = _locate(ref, layouts, rank)
+                out.append(Access(rank, space, lo, lo + ref.size, write, role in PACKET_ROLES))
     return out

@@ -12,9 +12,9 @@ from .types import ChannelType
 class _GpuTables:
     """Numbering of the remote buffers of one gpu, and of each thread block's channels and buffer refs."""
 
-    def __init__(self) -> None:
-        self.remote: dict[tuple[int, str], int] = {}
-        self.remote_access: list[list[str]] = []
+    def __init__(self, remote_order: list[tuple[int, str]]) -> None:
+        self.remote: dict[tuple[int, str], int] = {key: i for i, key in enumerate(remote_order)}
+        self.remote_access: list[list[str]] = [[] for _ in remote_order]
 
     def remote_id(self, ref: Ref, access: str) -> int:
         key = (ref.rank, ref.buffer.value)
@@ -45,7 +45,11 @@ class _TbTables:
             ids.append(gpu_channel)
         return ids.index(gpu_channel)
 
-    def buffer(self, ref: Ref, ctype: str | None) -> dict:
+    def buffer(self, ref: Ref, ctype: str | None, switch_id: int | None = None) -> dict:
+        if ref.group:
+            return {"switch_channel_id": switch_id, "index": ref.index, "size": ref.size}
+        if ctype == "switch":  # MSCCL++ names the rank of a switch op's local chunk
+            return {"rank": ref.rank, "type": ref.buffer.value, "index": ref.index, "size": ref.size}
         if not ref.remote:
             return {"type": ref.buffer.value, "index": ref.index, "size": ref.size}
         rid = self.gpu.remote_id(ref, ctype)
@@ -58,10 +62,22 @@ class _TbTables:
         out: dict[str, Any] = {"name": op.name}
         ctype = op.channel_type.value if op.channel_type not in (None, ChannelType.none) else None
         local_ids = [self.channel(ctype, c) for c in op.channels] if ctype else []
+        if op.name == "glre":  # MSCCL++'s shape for an unfused multimem load-reduce
+            src, dst = op.src[0], op.dst[0]
+            return {"name": "glre", "buffer_type": src.buffer.value, "buffer_offset": src.index, "size": src.size,
+                    "dst_chunk": self.buffer(dst, ctype), "channel_ids": local_ids, "channel_type": ctype,
+                    "reduce_op": op.reduce_op.value}
+        if ctype == "switch":
+            out["src_buff"] = [self.buffer(r, ctype, local_ids[0]) for r in op.src]
+            out["dst_buff"] = [self.buffer(r, ctype, local_ids[0]) for r in op.dst]
+            out["channel_type"] = ctype
+            if DATA_OPS[op.name].reduces:
+                out["reduce_op"] = op.reduce_op.value
+            return out
         if op.name in DATA_OPS:
             out["src_buff"] = [self.buffer(r, ctype) for r in op.src]
             out["dst_buff"] = [self.buffer(r, ctype) for r in op.dst]
-            if ctype == "port":
+            if ctype == "port" or op.name == "get":  # as MSCCL++ writes them
                 out["channel_ids"] = local_ids
             if ctype:
                 out["channel_type"] = ctype
@@ -83,9 +99,10 @@ class _TbTables:
 
 
 def emit_gpu(rank: int, counts: tuple[int, int, int], tbs: dict[int, list[IrOp]],
-             channels: dict[ChannelType, list[int]], semaphores: list[int]) -> dict:
+             channels: dict[ChannelType, list[int]], switch_channels: list[tuple], semaphores: list[int],
+             remote_order: list[tuple[int, str]]) -> dict:
     """The plan's ``gpus[rank]`` entry; thread blocks numbered 0..max, missing ones left empty."""
-    tables = _GpuTables()
+    tables = _GpuTables(remote_order)  # remote buffers numbered in the order the program first named them
     threadblocks = []
     for tb in range(max(tbs, default=-1) + 1):
         tt = _TbTables(tables)
@@ -102,7 +119,9 @@ def emit_gpu(rank: int, counts: tuple[int, int, int], tbs: dict[int, list[IrOp]]
         "output_chunks": counts[1],
         "scratch_chunks": counts[2],
         "threadblocks": threadblocks,
-        "channels": [{"channel_type": t.value, "connected_to": peers} for t, peers in channels.items() if peers],
+        "channels": [{"channel_type": t.value, "connected_to": peers} for t, peers in channels.items() if peers]
+        + [{"channel_type": "switch", "buffer_type": bt.value, "rank_groups": [{"size": len(ranks), "ranks": ranks}]}
+           for bt, ranks in switch_channels],
         "remote_buffers": tables.remote_buffers(),
         "semaphores": [{"init_value": v} for v in semaphores],
     }

@@ -14,13 +14,15 @@ _DSL_DIRS = frozenset({os.path.dirname(os.path.abspath(__file__)), os.path.dirna
 
 @dataclass
 class Ref:
-    """A chunk range of ``rank``'s ``buffer``; ``remote`` when the op reaches it through a channel."""
+    """A chunk range of ``rank``'s ``buffer``; ``remote`` when the op reaches it through a channel; ``group``
+    when it is that range on every rank of a switch channel's group (a multimem access)."""
 
     rank: int
     buffer: BufferType
     index: int
     size: int
     remote: bool = False
+    group: tuple[int, ...] = ()
 
     def same_range(self, other: "Ref") -> bool:
         return (self.rank, self.buffer, self.index, self.size) == (other.rank, other.buffer, other.index, other.size)

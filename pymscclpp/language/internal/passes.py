@@ -33,6 +33,10 @@ def _fuse_pair(a: IrOp, b: IrOp) -> IrOp | None:
             and a.src[0].size == b.src[0].size and a.src[0].buffer == b.src[0].buffer and a.src[0].remote == b.src[0].remote:
         return IrOp(a.rank, a.tb, a.name, a.src + b.src, a.dst + b.dst, channel_type=a.channel_type,
                     channels=a.channels + b.channels, tbg=a.tbg, loop=a.loop, where=a.where)
+    # packets forwarded from one scratch chunk to several peers: one multi-destination forward
+    if a.name == b.name == "rppkt" and a.channel_type == b.channel_type and _same_refs(a.src, b.src):
+        return IrOp(a.rank, a.tb, "rppkt", list(a.src), a.dst + b.dst, channel_type=a.channel_type,
+                    channels=a.channels + b.channels, tbg=a.tbg, loop=a.loop, where=a.where)
     # accumulating reduces into the same chunk merge their sources: dst = dst + x + y
     if a.name == b.name and a.name in ("re", "rre", "repkt") and a.reduce_op == b.reduce_op \
             and a.dst[0].same_range(a.src[0]) and _same_refs(a.dst, b.dst) and a.src[0].same_range(b.src[0]) \
@@ -55,6 +59,12 @@ def _fuse_pair(a: IrOp, b: IrOp) -> IrOp | None:
             (b.name == "ppkt" and b.src[0].same_range(a.dst[0])) or (b.name == "rppkt" and b.src[0].same_range(a.dst[1]))):
         return IrOp(a.rank, a.tb, "recspkt", list(a.src), a.dst + b.dst, channel_type=ChannelType.memory,
                     channels=a.channels + b.channels, reduce_op=a.reduce_op, tbg=a.tbg, loop=a.loop, where=a.where)
+    # a multimem load-reduce whose result is multicast-stored becomes one load-reduce-store (the local chunk
+    # in between is not written, as in MSCCL++)
+    if a.name == "glre" and b.name == "gstore" and a.channels == b.channels and b.src[0].same_range(a.dst[0]) \
+            and a.src[0].buffer == b.dst[0].buffer and a.src[0].size == b.dst[0].size:
+        return IrOp(a.rank, a.tb, "glres", list(a.src), list(b.dst), channel_type=ChannelType.switch,
+                    channels=list(a.channels), reduce_op=a.reduce_op, loop=a.loop, where=a.where)
     return None
 
 

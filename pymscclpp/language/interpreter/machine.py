@@ -17,7 +17,7 @@ from typing import Callable, Sequence
 import numpy as np
 
 from ...plan.layout import io_layout
-from ...plan.opcodes import DATA_OPS, LP, PACKET_ROLES, PORT_ASYNC_OPS, roles
+from ...plan.opcodes import DATA_OPS, LP, PACKET_ROLES, PORT_ASYNC_OPS, RP, SP, SWITCH_ROLES, R, roles
 from ...plan import BufferRef, Plan
 from .errors import DeadlockError, RaceError
 from .memory import Space
@@ -195,12 +195,27 @@ class Machine:
 
     def _region(self, tb: TbState, mo: MicroOp, ref: BufferRef) -> tuple[Space, int, int, int, str]:
         """(space, lo, hi, owner rank, space name) of the bytes ``ref`` names for this op on this thread block."""
-        op = mo.op
         if ref.remote:
-            rb = self.plan.remote_buffer(tb.rank, tb.id, op.channel_type, ref.buffer_id)
-            owner, code = rb.rank, rb.type
-        else:
-            owner, code = tb.rank, ref.type
+            rb = self.plan.remote_buffer(tb.rank, tb.id, mo.op.channel_type, ref.buffer_id)
+            return self._place(tb, mo, ref, rb.rank, rb.type)
+        return self._place(tb, mo, ref, tb.rank, ref.type)
+
+    def _regions(self, tb: TbState, mo: MicroOp, refs: list[BufferRef], rls: list[str]) -> tuple[list, list[str]]:
+        """Regions and roles of an op's buffers; a switch ref becomes the same range on every rank of its group
+        (what a multimem load reduces over, or a multimem store writes), each a remote access."""
+        regions, out_roles = [], []
+        for ref, role in zip(refs, rls):
+            if role in SWITCH_ROLES:
+                sc = self.plan.switch_channel(tb.rank, tb.id, ref.switch_channel_id)
+                regions += [self._place(tb, mo, ref, rank, sc.buffer_type) for rank in sc.ranks]
+                out_roles += [RP if role == SP else R] * len(sc.ranks)
+            else:
+                regions.append(self._region(tb, mo, ref))
+                out_roles.append(role)
+        return regions, out_roles
+
+    def _place(self, tb: TbState, mo: MicroOp, ref: BufferRef, owner: int, code: str) -> tuple[Space, int, int, int, str]:
+        op = mo.op
         size = ref.size * self.chunk
         if code == "s":
             space, kind = self.scratch[owner], "s"
@@ -278,8 +293,8 @@ class Machine:
         """Execute a data op atomically, after checking its packets are ready and none of its accesses races."""
         op = mo.op
         src_roles, dst_roles = roles(op.name, len(op.src_buff), len(op.dst_buff))
-        srcs = [self._region(tb, mo, ref) for ref in op.src_buff]
-        dsts = [self._region(tb, mo, ref) for ref in op.dst_buff]
+        srcs, src_roles = self._regions(tb, mo, op.src_buff, src_roles)
+        dsts, dst_roles = self._regions(tb, mo, op.dst_buff, dst_roles)
         for (space, lo, hi, _, _), role in zip(srcs, src_roles):
             if role == LP and hi > lo and not space.packets_ready(lo, hi, tb.execution):
                 return False

@@ -91,9 +91,15 @@ class CheckReport:
 
 def default_chunk_bytes(plan: Plan, size: int | None) -> int:
     """Chunk size for a message of ``size`` bytes (input size; output size for allgather), or a small default
-    inside the plan's message-size range."""
+    inside the plan's message-size range; for a plan without input or output chunks, ``size`` is the chunk size."""
     per = _message_chunks(plan)
     align = plan.buffer_alignment
+    if per == 0:  # no input or output chunks: the plan moves scratch only, ``size`` is its chunk size
+        chunk = 4 * align if size is None else size
+        if chunk <= 0 or chunk % align:
+            raise InterpreterError(f"the plan has no input or output chunks, so the size gives its chunk size, which "
+                                   f"must be a positive multiple of its {align}-byte alignment; got {chunk}")
+        return chunk
     if size is None:
         chunk = 4 * align
         if per * chunk < plan.min_message_size:

@@ -48,8 +48,8 @@ class KernelStats:
 class PreparedCall:
     """One call's copies in, kernel launch and copies out, ready to issue on any stream."""
 
-    def __init__(self, launch: PreparedLaunch, binding: Binding, comm):
-        self.launch_, self.binding, self.comm = launch, binding, comm
+    def __init__(self, launch: PreparedLaunch, binding: Binding, comm, proxy=None):
+        self.launch_, self.binding, self.comm, self.proxy = launch, binding, comm, proxy
         self.pre, self.post = Copies(binding.pre), Copies(binding.post)
 
     def run(self, stream: int = 0) -> None:
@@ -60,6 +60,8 @@ class PreparedCall:
         if self.post.pairs:
             self.post.run(stream)
         if IS_SIM:
+            if self.proxy is not None:
+                self.proxy.check()
             self.comm.check_device_errors()
 
 
@@ -92,6 +94,7 @@ class Executor:
         self._resources: dict[str, PlanResources] = {}
         self._calls: dict[tuple, PreparedCall] = {}  # (plan hash, buffers, op) -> call
         self._fast: dict[tuple, tuple] = {}  # (ids of plan, send, recv; op) -> (plan, send, recv, call)
+        self.proxy = None  # the ProxyService of every plan's port channels, made by the first plan with one
 
     def execute(self, plan, sendbuf, recvbuf=None, op: str = "sum", stream=None) -> None:
         """Run ``plan`` on ``sendbuf`` into ``recvbuf`` (``None``: in place) on the caller's ``stream``.
@@ -132,23 +135,29 @@ class Executor:
         self._check_scratch(xplan, layout)
         resources = self._resources.get(xplan.key)
         if resources is None:
-            resources = self._resources[xplan.key] = PlanResources(self.comm, xplan)
+            self._check_same_plan(xplan)
+            resources = self._resources[xplan.key] = PlanResources(self.comm, xplan, self._proxy_for(xplan))
+        proxy = resources.proxy
         scratch = resources.scratch_sets.get(layout.bucket)
         if scratch is None:
-            scratch = resources.scratch_sets[layout.bucket] = ScratchSet(self.comm, xplan, layout.bucket)
-        binding = Binding(self.comm, xplan, scratch, layout, sendbuf, send, recvbuf, recv)
+            scratch = resources.scratch_sets[layout.bucket] = ScratchSet(self.comm, xplan, layout.bucket, proxy)
+        binding = Binding(self.comm, xplan, scratch, layout, sendbuf, send, recvbuf, recv, proxy)
         spec = KernelSpec(xplan, self.comm.rank, kind, code, itemsize if kind is not None else 1, layout.size_class,
                           self.sim_threads if IS_SIM else 0)
         call = self._calls[key] = PreparedCall(self._launch(spec, resources, scratch, binding, layout), binding,
-                                               self.comm)
+                                               self.comm, proxy)
         return call
 
     def close(self) -> None:
-        """Forget every prepared call, plan resource and buffer reference (the communicator stays open)."""
+        """Forget every prepared call, plan resource and buffer reference (the communicator stays open); stop
+        the proxy (collective with the ranks its port channels reach)."""
         self._fast.clear()
         self._calls.clear()
         self._resources.clear()
         self._plans.clear()
+        if self.proxy is not None:
+            self.proxy.close()
+            self.proxy = None
 
     # -- pieces of prepare ----------------------------------------------------------------------
 
@@ -157,6 +166,27 @@ class Executor:
         if known is None:
             known = self._plans[id(plan)] = (plan, ExecutionPlan.from_plan(plan))
         return known[1]
+
+    def _proxy_for(self, xplan: ExecutionPlan):
+        """The executor's running ProxyService when some rank of the plan has port channels, else None
+        (every rank gets one then, so the pair calls of setup line up)."""
+        if not xplan.uses_ports:
+            return None
+        if self.proxy is None:
+            from ..proxy import ProxyService
+            self.proxy = ProxyService(self.comm)
+            self.proxy.start()
+        self.proxy.check()
+        return self.proxy
+
+    def _check_same_plan(self, xplan: ExecutionPlan) -> None:
+        """Every rank sets up the same plan (one all-gather per plan): ranks that chose plans for different
+        host layouts fail here, on every rank, before any pair setup could hang."""
+        keys = self.comm.bootstrap.all_gather(xplan.key.encode())
+        if len(set(keys)) > 1:
+            odd = [r for r, k in enumerate(keys) if k != keys[self.comm.rank]]
+            raise PlanError(f"plan {xplan.name!r}: ranks {odd} set up a different plan than rank {self.comm.rank} "
+                            f"(hosts per rank here: {self.comm.host_ids}); every rank must run the same plan")
 
     def _check_comm(self, xplan: ExecutionPlan) -> None:
         comm, name = self.comm, xplan.name
@@ -211,6 +241,9 @@ class Executor:
                   "chunk": np.int64(layout.chunk)}
         values.update({f"rb{j}": arr for j, arr in enumerate(binding.remote)})
         values.update({f"sem{p}": h for p, h in resources.handles.items()})
+        if resources.ports is not None:
+            values.update({f"pc{c}": h for c, h in enumerate(resources.ports.handles)})
+            values["pid"] = binding.port_ids
         grid, block = spec.launch_dims
         launch = PreparedLaunch(module.kernel, grid, block, tuple(values[n] for n in spec.arg_names))
         if source_s or launch.compile_s:

@@ -1,0 +1,85 @@
+"""Plans with port channels run through the executor's proxy and match the interpreter, on the simulator,
+with hosts faked by PYMSCCLPP_HOST_ID (Ethernet between hosts, CudaIpc within one)."""
+
+from __future__ import annotations
+
+import os
+import tempfile
+
+import pytest
+
+from executor import cases, oracle
+from pymscclpp.executor import ExecutionPlan
+from rankpool import RankPool
+
+_dir = tempfile.mkdtemp(prefix="pymscclpp-executor-ports-")
+_ENV = {"PYMSCCLPP_TIMEOUT_S": "30", "PYMSCCLPP_CACHE_DIR": os.path.join(_dir, "cache")}
+_pools: dict[tuple, RankPool] = {}
+
+
+def pool(hosts: tuple[int, ...]) -> RankPool:
+    """Rank processes whose host ids are ``hosts[r]`` (one pool per layout, kept for the module)."""
+    if hosts not in _pools:
+        _pools[hosts] = RankPool(len(hosts), env=_ENV, rank_env=[{"PYMSCCLPP_HOST_ID": f"host{h}"} for h in hosts])
+    return _pools[hosts]
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _close_pools():
+    yield
+    for p in _pools.values():
+        p.close()
+    _pools.clear()
+
+
+def run(plan, hosts: tuple[int, ...], count: int, seed: int, dtype: str = "float32", executions: int = 2,
+        **kw) -> None:
+    """Run a plan on every rank of the layout and compare each execution with the interpreter."""
+    xplan = ExecutionPlan.from_plan(plan)
+    inputs = oracle.make_inputs(xplan, dtype, count, seed, executions)
+    expected = oracle.expected_outputs(xplan, inputs, count, "sum")
+    path = cases.write_case(os.path.join(_dir, f"case-{xplan.key}-{count}-{seed}.pkl"), xplan.plan.to_json(),
+                            inputs, expected)
+    pool(hosts).run(cases.run_case, path=path, **kw)
+
+
+# -- MSCCL++'s own multi-node DSL programs, read from a checkout at test time ---------------------------
+
+MSCCLPP_TESTS_ENV = "PYMSCCLPP_MSCCLPP_MULTI_NODE"  # a directory holding MSCCL++'s tests/multi_node/*.py
+MULTI_NODE = {  # program file -> (arguments for 2 ranks per node, executions its synchronization allows)
+    "allgather": (["--gpus_per_node", "2"], 2),
+    "allgather_pkt": (["--gpus_per_node", "2"], 2),
+    "allgather_tbg": (["--num_gpus", "4", "--gpus_per_node", "2", "--tbg_size", "2"], 2),
+    "reducescatter": (["--gpus_per_node", "2"], 1),  # its last wait is relaxed: execution 2 would race
+    "reducescatter_pkt": (["--gpus_per_node", "2"], 2),
+}
+
+
+def mscclpp_plan(name: str, args: list[str]) -> dict:
+    """Generate the plan of MSCCL++ program ``name`` with our DSL (its imports rewritten to pymscclpp)."""
+    import json
+    import re
+    import subprocess
+    import sys
+    root = os.environ.get(MSCCLPP_TESTS_ENV)
+    if not root or not os.path.isfile(os.path.join(root, f"{name}.py")):
+        pytest.skip(f"{MSCCLPP_TESTS_ENV} does not name a directory with MSCCL++'s {name}.py")
+    with open(os.path.join(root, f"{name}.py"), encoding="utf-8") as f:
+        source = re.sub(r"^import mscclpp\s*$", "", f.read().replace("from mscclpp.language", "from pymscclpp.language"),
+                        flags=re.M)
+    path = os.path.join(_dir, f"mscclpp_{name}.py")
+    with open(path, "w", encoding="utf-8") as f:
+        f.write(source)
+    made = subprocess.run([sys.executable, path, "--name", name, *args], capture_output=True, text=True, timeout=300,
+                          env={**os.environ, "PYMSCCLPP_BACKEND": "sim"})
+    assert made.returncode == 0, made.stderr
+    return json.loads(made.stdout[made.stdout.index("{"):])
+
+
+@pytest.mark.parametrize("name", sorted(MULTI_NODE))
+def test_mscclpp_multi_node_programs_verify_and_run_across_two_hosts(name):
+    from pymscclpp.language.interpreter import check_plan
+    args, executions = MULTI_NODE[name]
+    plan = mscclpp_plan(name, args)
+    check_plan(plan, executions=executions)
+    run(plan, (0, 0, 1, 1), 40, seed=3, executions=executions)

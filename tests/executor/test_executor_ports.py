@@ -6,10 +6,13 @@ from __future__ import annotations
 import os
 import tempfile
 
+import numpy as np
 import pytest
 
 from executor import cases, oracle
 from pymscclpp.executor import ExecutionPlan
+from pymscclpp.language.interpreter import check_plan, run_plan
+from pymscclpp.language.programs.hierarchical import COLLECTIVES, plan_for
 from rankpool import RankPool
 
 _dir = tempfile.mkdtemp(prefix="pymscclpp-executor-ports-")
@@ -78,8 +81,34 @@ def mscclpp_plan(name: str, args: list[str]) -> dict:
 
 @pytest.mark.parametrize("name", sorted(MULTI_NODE))
 def test_mscclpp_multi_node_programs_verify_and_run_across_two_hosts(name):
-    from pymscclpp.language.interpreter import check_plan
     args, executions = MULTI_NODE[name]
     plan = mscclpp_plan(name, args)
     check_plan(plan, executions=executions)
     run(plan, (0, 0, 1, 1), 40, seed=3, executions=executions)
+
+
+# -- the cross-host programs of pymscclpp.language.programs.hierarchical ------------------------------
+
+LAYOUTS = {"2x2": (0, 0, 1, 1), "2x1": (0, 1), "2+1": (0, 0, 1)}
+CHOICES = [(c, p) for c in COLLECTIVES for p in ("Simple", "LL") if p == "Simple" or c not in ("alltoall", "broadcast")]
+
+
+@pytest.mark.parametrize("layout", sorted(LAYOUTS))
+@pytest.mark.parametrize("collective,protocol", CHOICES)
+def test_cross_host_programs_verify_and_run_through_the_executor(layout, collective, protocol):
+    hosts = LAYOUTS[layout]
+    plan = plan_for(collective, hosts, protocol)
+    check_plan(plan)
+    count = {"2x2": 24, "2x1": 700, "2+1": 5}[layout]  # 16-byte chunks, chunks past SMALL_CHUNK, a padded part
+    run(plan, hosts, count, seed=len(hosts))
+
+
+def test_broadcast_plan_copies_the_root_input_everywhere():
+    hosts = (0, 0, 1)
+    for root in range(3):
+        plan = plan_for("broadcast", hosts, root=root)
+        check_plan(plan)
+        inputs = [np.arange(8, dtype=np.float32) + 100 * r for r in range(3)]
+        for out in run_plan(plan, [inputs], chunk_bytes=32)[0]:
+            np.testing.assert_array_equal(out, inputs[root])
+    run(plan_for("broadcast", hosts, root=2), hosts, 33, seed=5)

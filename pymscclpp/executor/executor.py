@@ -15,7 +15,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..channels import reduce as red
-from ..errors import InvalidUsageError
+from ..errors import InvalidUsageError, ProxyError
 from ..plan import PlanError
 from ..runtime.backend import IS_SIM
 from ..runtime.memory import buffer_info
@@ -25,6 +25,7 @@ from .codegen import KernelSpec
 from .launch import PreparedLaunch
 from .layout import MessageLayout, message_layout
 from .plan import ExecutionPlan
+from .ports import host_layout, host_of
 from .resources import Binding, Copies, PlanResources, ScratchSet, scratch_bytes
 
 DEFAULT_SIM_THREADS = 4
@@ -48,8 +49,8 @@ class KernelStats:
 class PreparedCall:
     """One call's copies in, kernel launch and copies out, ready to issue on any stream."""
 
-    def __init__(self, launch: PreparedLaunch, binding: Binding, comm, proxy=None):
-        self.launch_, self.binding, self.comm, self.proxy = launch, binding, comm, proxy
+    def __init__(self, launch: PreparedLaunch, binding: Binding, comm, check=None):
+        self.launch_, self.binding, self.comm, self.check = launch, binding, comm, check
         self.pre, self.post = Copies(binding.pre), Copies(binding.post)
 
     def run(self, stream: int = 0) -> None:
@@ -60,8 +61,8 @@ class PreparedCall:
         if self.post.pairs:
             self.post.run(stream)
         if IS_SIM:
-            if self.proxy is not None:
-                self.proxy.check()
+            if self.check is not None:
+                self.check()
             self.comm.check_device_errors()
 
 
@@ -145,7 +146,7 @@ class Executor:
         spec = KernelSpec(xplan, self.comm.rank, kind, code, itemsize if kind is not None else 1, layout.size_class,
                           self.sim_threads if IS_SIM else 0)
         call = self._calls[key] = PreparedCall(self._launch(spec, resources, scratch, binding, layout), binding,
-                                               self.comm, proxy)
+                                               self.comm, self.check if proxy is not None else None)
         return call
 
     def close(self) -> None:
@@ -174,10 +175,26 @@ class Executor:
             return None
         if self.proxy is None:
             from ..proxy import ProxyService
-            self.proxy = ProxyService(self.comm)
-            self.proxy.start()
-        self.proxy.check()
+            comm = self.comm
+            self.proxy = proxy = ProxyService(comm)
+            proxy.start()
+            if comm.liveness is not None:  # a dead peer ends the port waits too, and every linked proxy hears
+                comm.liveness.on_death(lambda peer, reason: proxy.fail(
+                    f"rank {comm.rank}: peer {peer} on {host_of(comm.host_ids, peer)} is gone ({reason})"))
+        self.check()
         return self.proxy
+
+    def check(self) -> None:
+        """Raise ProxyError if the proxy of this executor's port channels failed (a link to a peer dropped, a
+        peer died, a trigger was rejected), naming this rank's host and the job's layout. Collectives of a
+        failed proxy cannot run again; make a new communicator."""
+        if self.proxy is not None and self.proxy.failed:
+            comm = self.comm
+            try:
+                self.proxy.check()
+            except ProxyError as exc:
+                raise ProxyError(f"{exc} [rank {comm.rank} is on {host_of(comm.host_ids, comm.rank)}; "
+                                 f"{host_layout(comm.host_ids)}]") from None
 
     def _check_same_plan(self, xplan: ExecutionPlan) -> None:
         """Every rank sets up the same plan (one all-gather per plan): ranks that chose plans for different

@@ -47,3 +47,14 @@ def memory_ids(proxy, xplan: ExecutionPlan, rank: int, local: dict, remote: dict
     ids = [proxy.add_memory(local[c]) for c in LOCAL_IDS]
     ids += [remote.get((rb.rank, rb.type), 0) for rb in gpu.remote_buffers]
     return cuda.to_device(np.array(ids, np.int64))
+
+
+def host_of(host_ids: list, rank: int) -> str:
+    """``host K``: the K-th distinct host in rank order (host ids are hashes, so they are numbered)."""
+    return f"host {list(dict.fromkeys(host_ids)).index(host_ids[rank])}"
+
+
+def host_layout(host_ids: list) -> str:
+    """Which ranks each host holds, e.g. ``host 0: ranks [0, 1]; host 1: ranks [2]``."""
+    order = list(dict.fromkeys(host_ids))
+    return "; ".join(f"host {k}: ranks {[r for r, h in enumerate(host_ids) if h == hid]}" for k, hid in enumerate(order))

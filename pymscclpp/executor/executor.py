@@ -129,6 +129,8 @@ class Executor:
             raise InvalidUsageError(f"send buffer is {dtype} but receive buffer is {_dtype_name(recv)}")
         if send.nbytes == 0 and recv.nbytes == 0:
             return None
+        if xplan.key not in self._resources:
+            self._check_same_plan(xplan)
         self._check_comm(xplan)
         kind, code = self._reduction(xplan, dtype, op)
         itemsize = send.nbytes // max(1, int(np.prod(send.shape, dtype=np.int64)))
@@ -136,7 +138,6 @@ class Executor:
         self._check_scratch(xplan, layout)
         resources = self._resources.get(xplan.key)
         if resources is None:
-            self._check_same_plan(xplan)
             resources = self._resources[xplan.key] = PlanResources(self.comm, xplan, self._proxy_for(xplan))
         proxy = resources.proxy
         scratch = resources.scratch_sets.get(layout.bucket)
@@ -203,7 +204,7 @@ class Executor:
         if len(set(keys)) > 1:
             odd = [r for r, k in enumerate(keys) if k != keys[self.comm.rank]]
             raise PlanError(f"plan {xplan.name!r}: ranks {odd} set up a different plan than rank {self.comm.rank} "
-                            f"(hosts per rank here: {self.comm.host_ids}); every rank must run the same plan")
+                            f"({host_layout(self.comm.host_ids)}); every rank must run the same plan")
 
     def _check_comm(self, xplan: ExecutionPlan) -> None:
         comm, name = self.comm, xplan.name

@@ -112,3 +112,17 @@ def test_broadcast_plan_copies_the_root_input_everywhere():
         for out in run_plan(plan, [inputs], chunk_bytes=32)[0]:
             np.testing.assert_array_equal(out, inputs[root])
     run(plan_for("broadcast", hosts, root=2), hosts, 33, seed=5)
+
+
+def _plan_for_other_layout(comm, state) -> str:
+    """Rank 0 takes the plan of the real layout, the others one for hosts (0, 1): both must fail."""
+    hosts = LAYOUTS["2+1"] if comm.rank == 0 else (0, 1, 0)
+    return cases.expect_error(comm, state, ExecutionPlan.from_plan(plan_for("allreduce", hosts)).plan.to_json(), 8,
+                              "float32")
+
+
+def test_ranks_with_plans_for_different_host_layouts_fail_at_setup_on_every_rank():
+    errors = pool(LAYOUTS["2+1"]).run(_plan_for_other_layout)
+    for r, text in enumerate(errors):
+        assert text.startswith("PlanError: plan "), text
+        assert "set up a different plan than rank" in text and "host 0: ranks [0, 1]" in text, text

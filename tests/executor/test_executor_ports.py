@@ -20,11 +20,13 @@ _ENV = {"PYMSCCLPP_TIMEOUT_S": "30", "PYMSCCLPP_CACHE_DIR": os.path.join(_dir, "
 _pools: dict[tuple, RankPool] = {}
 
 
-def pool(hosts: tuple[int, ...]) -> RankPool:
-    """Rank processes whose host ids are ``hosts[r]`` (one pool per layout, kept for the module)."""
-    if hosts not in _pools:
-        _pools[hosts] = RankPool(len(hosts), env=_ENV, rank_env=[{"PYMSCCLPP_HOST_ID": f"host{h}"} for h in hosts])
-    return _pools[hosts]
+def pool(hosts: tuple[int, ...], transport: str = "") -> RankPool:
+    """Rank processes whose host ids are ``hosts[r]``, with PYMSCCLPP_TRANSPORT=``transport`` (one pool per
+    layout and transport, kept for the module)."""
+    if (hosts, transport) not in _pools:
+        _pools[hosts, transport] = RankPool(len(hosts), env={**_ENV, "PYMSCCLPP_TRANSPORT": transport},
+                                            rank_env=[{"PYMSCCLPP_HOST_ID": f"host{h}"} for h in hosts])
+    return _pools[hosts, transport]
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -36,14 +38,14 @@ def _close_pools():
 
 
 def run(plan, hosts: tuple[int, ...], count: int, seed: int, dtype: str = "float32", executions: int = 2,
-        **kw) -> None:
+        transport: str = "", **kw) -> None:
     """Run a plan on every rank of the layout and compare each execution with the interpreter."""
     xplan = ExecutionPlan.from_plan(plan)
     inputs = oracle.make_inputs(xplan, dtype, count, seed, executions)
     expected = oracle.expected_outputs(xplan, inputs, count, "sum")
     path = cases.write_case(os.path.join(_dir, f"case-{xplan.key}-{count}-{seed}.pkl"), xplan.plan.to_json(),
                             inputs, expected)
-    pool(hosts).run(cases.run_case, path=path, **kw)
+    pool(hosts, transport).run(cases.run_case, path=path, **kw)
 
 
 # -- MSCCL++'s own multi-node DSL programs, read from a checkout at test time ---------------------------
@@ -126,3 +128,32 @@ def test_ranks_with_plans_for_different_host_layouts_fail_at_setup_on_every_rank
     for r, text in enumerate(errors):
         assert text.startswith("PlanError: plan "), text
         assert "set up a different plan than rank" in text and "host 0: ranks [0, 1]" in text, text
+
+
+@pytest.mark.parametrize("kind", ["plain", "registered"])
+def test_port_channels_within_one_host_run_over_cuda_ipc(kind):
+    from executor.programs import allgather_port
+    run(allgather_port(2), (0, 0), 40, seed=7, kind=kind)
+    assert set(pool((0, 0)).run(_port_transports)) == {"CUDA_IPC"}
+
+
+def _port_transports(comm, state) -> str:
+    return cases.executor(comm, state).proxy.transport(1 - comm.rank).name
+
+
+def test_ports_between_hosts_use_ethernet_and_the_environment_overrides_the_transport():
+    from executor.programs import allgather_port
+    run(allgather_port(2), (0, 1), 8, seed=8)
+    assert set(pool((0, 1)).run(_port_transports)) == {"ETHERNET"}
+    run(allgather_port(2), (0, 0), 8, seed=9, transport="ethernet")
+    assert set(pool((0, 0), "ethernet").run(_port_transports)) == {"ETHERNET"}
+
+
+def test_forcing_ib_without_an_rdma_device_fails_at_setup_on_every_rank():
+    from pymscclpp.transports import ib
+    if ib.problem() is None:
+        pytest.skip("this machine has a usable RDMA device")
+    plan_json = ExecutionPlan.from_plan(plan_for("allreduce", (0, 1))).plan.to_json()
+    errors = pool((0, 1), "ib").run(cases.expect_error, plan_json=plan_json, count=8, dtype="float32")
+    for text in errors:
+        assert text.startswith("InvalidUsageError") and "transport ib was forced" in text, text

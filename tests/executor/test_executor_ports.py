@@ -8,6 +8,8 @@ import tempfile
 
 import numpy as np
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from executor import cases, oracle
 from pymscclpp.executor import ExecutionPlan
@@ -101,8 +103,15 @@ def test_cross_host_programs_verify_and_run_through_the_executor(layout, collect
     hosts = LAYOUTS[layout]
     plan = plan_for(collective, hosts, protocol)
     check_plan(plan)
-    count = {"2x2": 24, "2x1": 700, "2+1": 5}[layout]  # 16-byte chunks, chunks past SMALL_CHUNK, a padded part
+    count = {"2x2": 24, "2x1": 1100, "2+1": 5}[layout]  # 16-byte chunks; chunks past SMALL_CHUNK; padded parts
     run(plan, hosts, count, seed=len(hosts))
+
+
+@settings(max_examples=4, deadline=None, suppress_health_check=list(HealthCheck))
+@given(choice=st.sampled_from(CHOICES), count=st.integers(1, 1100), seed=st.integers(0, 2**16))
+def test_cross_host_programs_on_an_uneven_layout_at_any_size(choice, count, seed):
+    collective, protocol = choice
+    run(plan_for(collective, LAYOUTS["2+1"], protocol), LAYOUTS["2+1"], count, seed=seed)
 
 
 def test_broadcast_plan_copies_the_root_input_everywhere():

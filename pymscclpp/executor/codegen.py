@@ -35,7 +35,8 @@ _INT = re.compile(r"(?<![\w.])\d+(?![\w.])")  # a standalone integer literal (no
 _SIGNAL = {"signal": "S.signal", "rlxsignal": "S.relaxed_signal", "wait": "S.wait", "rlxwait": "S.wait"}
 _PORT_SYNC = {"signal": "PC.signal", "rlxsignal": "PC.signal", "wait": "PC.wait", "rlxwait": "PC.wait",
               "flush": "PC.flush"}
-_PORT_PUT = {"put": TRIGGER_DATA, "pws": TRIGGER_DATA | TRIGGER_FLAG, "pwsf": TRIGGER_DATA | TRIGGER_FLAG | TRIGGER_SYNC}
+_PORT_PUT = {"put": TRIGGER_DATA, "pws": TRIGGER_DATA | TRIGGER_FLAG,
+             "pwsf": TRIGGER_DATA | TRIGGER_FLAG | TRIGGER_SYNC}
 _LOCAL_ID = {"i": 0, "o": 1, "s": 2}  # ports.LOCAL_IDS: the kernel's proxy memory ids of its own buffers
 
 
@@ -322,10 +323,11 @@ class _Writer:
             dst_id = f"pid[{3 + self.tb.remote_buffer_refs['port'][dst.buffer_id]}]"
             ch = f"pc{ports[op.channel_ids[i]]}"
             if op.name in _PORT_PUT:
-                sa, so = self.where(op, src, False)
+                _, so = self.where(op, src, False)
                 out += self.region(op, src.size, unit)
+                src_id = f"pid[{_LOCAL_ID[src.type]}]"
                 out += [f"if tid == {i} % nt:",
-                        f"    D.port_put({ch}, {_PORT_PUT[op.name]}, {dst_id}, {do}, pid[{_LOCAL_ID[src.type]}], {so}, n)"]
+                        f"    D.port_put({ch}, {_PORT_PUT[op.name]}, {dst_id}, {do}, {src_id}, {so}, n)"]
                 continue
             if op.name == "ppkt":
                 sa, src_off = self.where(op, src, False)

@@ -57,4 +57,5 @@ def host_of(host_ids: list, rank: int) -> str:
 def host_layout(host_ids: list) -> str:
     """Which ranks each host holds, e.g. ``host 0: ranks [0, 1]; host 1: ranks [2]``."""
     order = list(dict.fromkeys(host_ids))
-    return "; ".join(f"host {k}: ranks {[r for r, h in enumerate(host_ids) if h == hid]}" for k, hid in enumerate(order))
+    return "; ".join(f"host {k}: ranks {[r for r, h in enumerate(host_ids) if h == hid]}"
+                     for k, hid in enumerate(order))

@@ -11,7 +11,7 @@ are not supported. ``plan`` loads and validates plans, ``interpreter`` runs them
 """
 
 from .channel import MemoryChannel, PortChannel
-from .collectives import AllGather, AllReduce, AllToAll, Collective, ReduceScatter, TestCollective
+from .collectives import AllGather, AllReduce, AllToAll, Collective, ReduceScatter, SendRecv, TestCollective
 from .errors import DSLError
 from .general import JSON
 from .internal.types import BufferType, ChannelType, Chunk, ReduceOperationType, ReplicationPolicy, SyncType
@@ -25,4 +25,4 @@ from .utils import AlgoSpec
 __all__ = ["AlgoSpec", "AllGather", "AllReduce", "AllToAll", "Buffer", "BufferType", "ChannelType", "Chunk",
            "Collective", "CollectiveProgram", "DSLError", "JSON", "LoopIterationContext", "MemoryChannel", "Plan",
            "PlanError", "PortChannel", "Rank", "ReduceOperationType", "ReduceScatter", "ReplicationPolicy", "Semaphore",
-           "SyncType", "TestCollective", "ThreadBlockGroup", "load_plan"]
+           "SendRecv", "SyncType", "TestCollective", "ThreadBlockGroup", "load_plan"]

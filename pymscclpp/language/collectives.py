@@ -78,3 +78,13 @@ class AllToAll(Collective):
 
     def sizes(self) -> tuple[int, int]:
         return self.num_ranks * self.chunk_factor, self.num_ranks * self.chunk_factor
+
+
+class SendRecv(Collective):
+    """Point to point: each rank sends its input to a peer of the program's choosing; input and output have
+    ``chunk_factor`` chunks (no fixed result: the interpreter checks races and deadlocks only)."""
+
+    name = "sendrecv"
+
+    def sizes(self) -> tuple[int, int]:
+        return self.chunk_factor, self.chunk_factor

@@ -19,7 +19,7 @@ def call_sizes(xplan: ExecutionPlan, count: int) -> tuple[int, int]:
     """(send, recv) element counts of a call whose parts have ``count`` elements."""
     n, coll = xplan.num_ranks, xplan.plan.collective
     ins, outs = {"allreduce": (1, 1), "allgather": (1, n), "reducescatter": (n, 1), "alltoall": (n, n),
-                 "broadcast": (1, 1)}[coll]
+                 "broadcast": (1, 1), "sendrecv": (1, 1)}[coll]
     return ins * count, outs * count
 
 

@@ -59,6 +59,7 @@ MULTI_NODE = {  # program file -> (arguments for 2 ranks per node, executions it
     "allgather_tbg": (["--num_gpus", "4", "--gpus_per_node", "2", "--tbg_size", "2"], 2),
     "reducescatter": (["--gpus_per_node", "2"], 1),  # its last wait is relaxed: execution 2 would race
     "reducescatter_pkt": (["--gpus_per_node", "2"], 2),
+    "send_recv": (["--nnodes", "2", "--gpus_per_node", "2"], 1),  # its puts are never flushed
 }
 
 
@@ -72,8 +73,8 @@ def mscclpp_plan(name: str, args: list[str]) -> dict:
     if not root or not os.path.isfile(os.path.join(root, f"{name}.py")):
         pytest.skip(f"{MSCCLPP_TESTS_ENV} does not name a directory with MSCCL++'s {name}.py")
     with open(os.path.join(root, f"{name}.py"), encoding="utf-8") as f:
-        source = re.sub(r"^import mscclpp\s*$", "", f.read().replace("from mscclpp.language", "from pymscclpp.language"),
-                        flags=re.M)
+        source = f.read().replace("from mscclpp.language", "from pymscclpp.language")
+    source = re.sub(r"^import mscclpp\s*$", "", source, flags=re.M)
     path = os.path.join(_dir, f"mscclpp_{name}.py")
     with open(path, "w", encoding="utf-8") as f:
         f.write(source)

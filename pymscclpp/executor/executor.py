@@ -215,8 +215,10 @@ class Executor:
         far = [p for p in xplan.peers(comm.rank) if p not in comm.peer_pools]
         if far:
             raise PlanError(f"plan {name!r}: rank {comm.rank} has memory channels to ranks {far} on another host; "
-                            "memory channels need peers on the same host")
+                            f"memory channels need peers on the same host ({host_layout(comm.host_ids)}; "
+                            "pymscclpp.language.programs.hierarchical.plan_for makes plans for a layout)")
         need = sum(xplan.tokens(comm.rank, p) for p in xplan.peers(comm.rank))
+        need += sum(xplan.tokens(comm.rank, p, "port") for p in xplan.peers(comm.rank, "port"))
         slots = comm.device_pool.slots
         if need > slots.slots - slots.next:
             raise PlanError(f"plan {name!r} needs {need} semaphore tokens on rank {comm.rank} for its channels, but "

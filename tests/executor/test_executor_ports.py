@@ -167,3 +167,11 @@ def test_forcing_ib_without_an_rdma_device_fails_at_setup_on_every_rank():
     errors = pool((0, 1), "ib").run(cases.expect_error, plan_json=plan_json, count=8, dtype="float32")
     for text in errors:
         assert text.startswith("InvalidUsageError") and "transport ib was forced" in text, text
+
+
+def test_memory_channel_plan_across_hosts_is_refused_naming_the_layout():
+    from pymscclpp.language.programs import PROGRAMS
+    plan_json = ExecutionPlan.from_plan(PROGRAMS["allreduce_allpairs"](2)).plan.to_json()
+    for text in pool((0, 1)).run(cases.expect_error, plan_json=plan_json, count=8, dtype="float32"):
+        assert text.startswith("PlanError") and "memory channels to ranks" in text, text
+        assert "host 0: ranks [0]; host 1: ranks [1]" in text and "plan_for" in text, text

@@ -15,28 +15,23 @@ from executor import cases, oracle
 from pymscclpp.executor import ExecutionPlan
 from pymscclpp.language.interpreter import check_plan, run_plan
 from pymscclpp.language.programs.hierarchical import COLLECTIVES, plan_for
-from rankpool import RankPool
+from rankpool import PoolCache
 
 _dir = tempfile.mkdtemp(prefix="pymscclpp-executor-ports-")
 _ENV = {"PYMSCCLPP_TIMEOUT_S": "30", "PYMSCCLPP_CACHE_DIR": os.path.join(_dir, "cache")}
-_pools: dict[tuple, RankPool] = {}
+_pools = PoolCache(env=_ENV)
 
 
-def pool(hosts: tuple[int, ...], transport: str = "") -> RankPool:
+def pool(hosts: tuple[int, ...], transport: str = ""):
     """Rank processes whose host ids are ``hosts[r]``, with PYMSCCLPP_TRANSPORT=``transport`` (one pool per
     layout and transport, kept for the module)."""
-    if (hosts, transport) not in _pools:
-        _pools[hosts, transport] = RankPool(len(hosts), env={**_ENV, "PYMSCCLPP_TRANSPORT": transport},
-                                            rank_env=[{"PYMSCCLPP_HOST_ID": f"host{h}"} for h in hosts])
-    return _pools[hosts, transport]
+    return _pools(len(hosts), [{"PYMSCCLPP_HOST_ID": f"host{h}", "PYMSCCLPP_TRANSPORT": transport} for h in hosts])
 
 
 @pytest.fixture(scope="module", autouse=True)
 def _close_pools():
     yield
-    for p in _pools.values():
-        p.close()
-    _pools.clear()
+    _pools.close()
 
 
 def run(plan, hosts: tuple[int, ...], count: int, seed: int, dtype: str = "float32", executions: int = 2,

@@ -3,8 +3,9 @@
 Hosts are faked: rank r is on host ``r // ranks_per_host`` (PYMSCCLPP_HOST_ID, unless already set), so the
 ports between hosts run over Ethernet (TCP on loopback when all ranks share a machine). In the same run it
 measures plain sockets between the ranks the plan pairs across hosts (same local index, both directions at
-once, as the all-reduce drives them), then times the all-reduce and reports how much of that bandwidth the
-inter-host step reaches: each rank sends (H - 1) / H of its 1 / L block to its peers on other hosts.
+once, as the all-reduce drives them), then times the all-reduce and reports how much of that bandwidth it
+reaches: each rank sends its block (1 / L of the message) to the H - 1 ranks of its local index on other
+hosts (and receives as much), so ``inter_host_GBps`` is (H - 1) / L of the message over the whole call.
 
 GPU: ``mpirun -np 4 python bench/multihost.py --ranks-per-host 2 --sizes 1M,16M,64M,256M``.
 Simulator (proves it runs): ``python bench/multihost.py --spawn 4 --ranks-per-host 2 --sizes 4K --iters 2``.
@@ -89,11 +90,11 @@ def allreduce_seconds(comm, ex, plan, nbytes: int, iters: int) -> float:
     return (time.perf_counter() - start) / iters
 
 
-def measure(comm, local: int, sizes: list[int], iters: int) -> list[dict]:
+def measure(comm, local: int, sizes: list[int], iters: int, instances: int = 1) -> list[dict]:
     from pymscclpp.executor import ExecutionPlan, Executor
     from pymscclpp.language.programs.hierarchical import plan_for
     hosts = [r // local for r in range(comm.size)]
-    plan = ExecutionPlan.from_plan(plan_for("allreduce", hosts))
+    plan = ExecutionPlan.from_plan(plan_for("allreduce", hosts, instances=instances))
     ex = Executor(comm)
     rows = []
     try:
@@ -101,7 +102,7 @@ def measure(comm, local: int, sizes: list[int], iters: int) -> list[dict]:
             raw = tcp_gbps(comm, local, max(nbytes // local, 1 << 16), iters)
             seconds = allreduce_seconds(comm, ex, plan, nbytes, iters)
             h = comm.size // local
-            link = nbytes / local * (h - 1) / h / seconds / 1e9
+            link = nbytes / local * (h - 1) / seconds / 1e9  # bytes each rank sends to other hosts per call
             rows.append(dict(bytes=nbytes, plan=plan.name, us=seconds * 1e6, algbw_GBps=nbytes / seconds / 1e9,
                              inter_host_GBps=link, raw_tcp_GBps=raw, fraction_of_tcp=link / raw))
     finally:
@@ -109,12 +110,13 @@ def measure(comm, local: int, sizes: list[int], iters: int) -> list[dict]:
     return rows
 
 
-def _rank_main(rank: int, size: int, uid: bytes, local: int, sizes: list[int], iters: int, out) -> None:
+def _rank_main(rank: int, size: int, uid: bytes, local: int, sizes: list[int], iters: int, instances: int,
+               out) -> None:
     os.environ.setdefault("PYMSCCLPP_HOST_ID", f"host{rank // local}")
     from pymscclpp import Communicator
     from pymscclpp.runtime.bootstrap import UniqueId
     with Communicator.from_unique_id(UniqueId.from_bytes(uid), rank, size) as comm:
-        rows = measure(comm, local, sizes, iters)
+        rows = measure(comm, local, sizes, iters, instances)
     if rank == 0:
         out.put(rows)
 
@@ -124,6 +126,7 @@ def main(argv=None) -> None:
     parser.add_argument("--ranks-per-host", type=int, default=2)
     parser.add_argument("--sizes", default="1M,16M,64M", help="comma-separated message sizes (K, M, G suffixes)")
     parser.add_argument("--iters", type=int, default=20)
+    parser.add_argument("--instances", type=int, default=1, help="thread blocks the plan is replicated over")
     parser.add_argument("--spawn", type=int, default=0, help="start this many local rank processes (no MPI)")
     parser.add_argument("--json", help="also write the rows to this file")
     args = parser.parse_args(argv)
@@ -134,7 +137,8 @@ def main(argv=None) -> None:
         from pymscclpp.runtime.bootstrap import get_unique_id
         ctx = mp.get_context("spawn")
         out, uid = ctx.Queue(), get_unique_id(addr="127.0.0.1").to_bytes()
-        procs = [ctx.Process(target=_rank_main, args=(r, args.spawn, uid, args.ranks_per_host, sizes, args.iters, out))
+        procs = [ctx.Process(target=_rank_main, args=(r, args.spawn, uid, args.ranks_per_host, sizes, args.iters,
+                                                                  args.instances, out))
                  for r in range(args.spawn)]
         for p in procs:
             p.start()
@@ -148,7 +152,7 @@ def main(argv=None) -> None:
         os.environ.setdefault("PYMSCCLPP_HOST_ID", f"host{rank // args.ranks_per_host}")
         from pymscclpp import Communicator
         with Communicator.from_mpi() as comm:
-            rows = measure(comm, args.ranks_per_host, sizes, args.iters)
+            rows = measure(comm, args.ranks_per_host, sizes, args.iters, args.instances)
             if comm.rank != 0:
                 return
     print(json.dumps(rows, indent=2))

@@ -170,3 +170,8 @@ def test_memory_channel_plan_across_hosts_is_refused_naming_the_layout():
     for text in pool((0, 1)).run(cases.expect_error, plan_json=plan_json, count=8, dtype="float32"):
         assert text.startswith("PlanError") and "memory channels to ranks" in text, text
         assert "host 0: ranks [0]; host 1: ranks [1]" in text and "plan_for" in text, text
+
+
+def test_hierarchical_all_reduce_replicated_over_thread_blocks_runs():
+    hosts = LAYOUTS["2x2"]
+    run(plan_for("allreduce", hosts, instances=2), hosts, 40, seed=11)

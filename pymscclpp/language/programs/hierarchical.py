@@ -4,8 +4,8 @@
 
 - allreduce, Simple, every host with the same number of ranks L (L >= 2): ``allreduce_hierarchical``, an
   intra-host reduce-scatter over memory channels, an all-reduce between the ranks of the same local index
-  over port channels, and an intra-host all-gather. Each byte crosses the network (H - 1) / (H L) times per
-  rank, as against (N - 1) / N for the flat program: meant for large messages (>= 1 MB).
+  over port channels, and an intra-host all-gather. Each rank sends (H - 1) / L of the message to other
+  hosts, against 2 (N - L) / N for the flat program (half, for 2 hosts): meant for large messages (>= 1 MB).
 - everything else (LL, uneven layouts such as 2 + 2 + 1 ranks, one rank per host, the other collectives):
   the library's all-pairs programs with port channels between hosts (``hosts=``), and ``broadcast_flat``.
   LL is meant for small messages (<= 64 KB), where one packet round beats a signal round through the proxy;
@@ -154,8 +154,9 @@ def broadcast_flat(hosts: Sequence, root: int = 0, instances: int = 1) -> dict:
         return json.loads(JSON())
 
 
-def plan_for(collective: str, hosts: Sequence, protocol: str = "Simple", root: int = 0) -> dict:
-    """The plan (a dict in MSCCL++'s format) of ``collective`` for ranks on ``hosts`` (a host id per rank)."""
+def plan_for(collective: str, hosts: Sequence, protocol: str = "Simple", root: int = 0, instances: int = 1) -> dict:
+    """The plan (a dict in MSCCL++'s format) of ``collective`` for ranks on ``hosts`` (a host id per rank);
+    ``instances`` replicates it over that many thread blocks (more SMs and more proxy triggers in flight)."""
     if collective not in COLLECTIVES:
         raise ValueError(f"collective {collective!r}: expected one of {', '.join(COLLECTIVES)}")
     if protocol not in ("Simple", "LL"):
@@ -163,12 +164,13 @@ def plan_for(collective: str, hosts: Sequence, protocol: str = "Simple", root: i
     hosts = list(hosts)
     n = len(hosts)
     if collective == "broadcast":
-        return broadcast_flat(hosts, root)
+        return broadcast_flat(hosts, root, instances)
     if collective == "allreduce":
         local = even_ranks_per_host(hosts)
         if protocol == "Simple" and local is not None and local >= 2 and len(host_groups(hosts)) >= 2:
-            return allreduce_hierarchical(hosts)
-        return allreduce_allpairs(n, protocol=protocol, hosts=hosts)
+            return allreduce_hierarchical(hosts, instances)
+        return allreduce_allpairs(n, protocol=protocol, hosts=hosts, instances=instances)
     if collective == "alltoall":
-        return alltoall(n, hosts=hosts)
-    return {"allgather": allgather, "reducescatter": reducescatter}[collective](n, protocol=protocol, hosts=hosts)
+        return alltoall(n, hosts=hosts, instances=instances)
+    build = {"allgather": allgather, "reducescatter": reducescatter}[collective]
+    return build(n, protocol=protocol, hosts=hosts, instances=instances)

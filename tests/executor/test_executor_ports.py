@@ -175,3 +175,24 @@ def test_memory_channel_plan_across_hosts_is_refused_naming_the_layout():
 def test_hierarchical_all_reduce_replicated_over_thread_blocks_runs():
     hosts = LAYOUTS["2x2"]
     run(plan_for("allreduce", hosts, instances=2), hosts, 40, seed=11)
+
+
+def _proxy_memories_over_fresh_buffers(comm, state, path: str, calls: int) -> list[int]:
+    """The proxy's memory count after each of ``calls`` runs of the stored case, each with new process-local
+    buffers (so staged through the executor's own buffers: every call exposes the same memory again)."""
+    counts = []
+    for _ in range(calls):
+        cases.run_case(comm, state, path, kind="plain")
+        counts.append(cases.executor(comm, state).proxy.memory_count)
+    return counts
+
+
+@pytest.mark.parametrize("hosts", [(0, 1), (0, 0)])
+def test_exposing_the_same_memory_again_does_not_grow_the_proxy_memory_table(hosts):
+    from executor.programs import allgather_port
+    xplan = ExecutionPlan.from_plan(allgather_port(2))
+    inputs = oracle.make_inputs(xplan, "float32", 8, 3, 2)
+    path = cases.write_case(os.path.join(_dir, f"fresh-{hosts}.pkl"), xplan.plan.to_json(), inputs,
+                            oracle.expected_outputs(xplan, inputs, 8, "sum"))
+    for counts in pool(hosts).run(_proxy_memories_over_fresh_buffers, path=path, calls=3):
+        assert len(set(counts)) == 1, counts

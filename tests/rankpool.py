@@ -108,12 +108,14 @@ class PoolCache:
 
     def __init__(self, env: dict | None = None):
         self.env = env or {}
-        self.pools: dict[int, RankPool] = {}
+        self.pools: dict[tuple, RankPool] = {}
 
-    def __call__(self, size: int) -> RankPool:
-        if size not in self.pools:
-            self.pools[size] = RankPool(size, env=self.env)
-        return self.pools[size]
+    def __call__(self, size: int, rank_env: list[dict] | None = None) -> RankPool:
+        """The pool of ``size`` ranks (with ``rank_env[r]`` added to rank r's environment, e.g. a host id)."""
+        key = (size, repr(rank_env))
+        if key not in self.pools:
+            self.pools[key] = RankPool(size, env=self.env, rank_env=rank_env)
+        return self.pools[key]
 
     def close(self) -> None:
         for p in self.pools.values():

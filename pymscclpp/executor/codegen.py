@@ -18,7 +18,8 @@ import re
 from dataclasses import dataclass
 from functools import cached_property
 
-from ..plan.opcodes import DATA_OPS, LP, PACKET_ROLES, RP, roles
+from ..runtime.fifo import TRIGGER_DATA, TRIGGER_FLAG, TRIGGER_SYNC
+from ..plan.opcodes import DATA_OPS, LP, PACKET_ROLES, PORT_ASYNC_OPS, RP, roles
 from ..plan import BufferRef, Op, ThreadBlock
 from .plan import ExecutionPlan
 
@@ -32,6 +33,11 @@ def _safe_name(name: str) -> str:
 _BUF = {"i": "inp", "o": "out", "s": "scr"}
 _INT = re.compile(r"(?<![\w.])\d+(?![\w.])")  # a standalone integer literal (not part of a name or float)
 _SIGNAL = {"signal": "S.signal", "rlxsignal": "S.relaxed_signal", "wait": "S.wait", "rlxwait": "S.wait"}
+_PORT_SYNC = {"signal": "PC.signal", "rlxsignal": "PC.signal", "wait": "PC.wait", "rlxwait": "PC.wait",
+              "flush": "PC.flush"}
+_PORT_PUT = {"put": TRIGGER_DATA, "pws": TRIGGER_DATA | TRIGGER_FLAG,
+             "pwsf": TRIGGER_DATA | TRIGGER_FLAG | TRIGGER_SYNC}
+_LOCAL_ID = {"i": 0, "o": 1, "s": 2}  # ports.LOCAL_IDS: the kernel's proxy memory ids of its own buffers
 
 
 @dataclass(frozen=True)
@@ -86,7 +92,10 @@ class KernelSpec:
         """Kernel parameters in order."""
         gpu = self.xplan.plan.gpus[self.rank]
         names = ["inp", "out", "scr"] + [f"rb{j}" for j in range(len(gpu.remote_buffers))]
-        names += [f"sem{p}" for p in self.peers] + ["st", "err", "abt", "tmo", "wctx"]
+        names += [f"sem{p}" for p in self.peers]
+        ports = len(gpu.channels.get("port", []))
+        names += [f"pc{c}" for c in range(ports)] + (["pid"] if ports else [])
+        names += ["st", "err", "abt", "tmo", "wctx"]
         return names + ([] if self.size_class else ["chunk"])
 
     @property
@@ -112,6 +121,8 @@ class _Writer:
         self.gpu = self.plan.gpus[spec.rank]
         self.state = state_layout(spec.xplan, spec.rank)
         self.helpers: dict[str, list[str]] = {}
+        scratch = self.gpu.scratch_chunks * (2 if self.plan.use_double_scratch_buffer else 1)
+        self.stage_next = scratch  # next staging slot of a port put-packets op, in packet-wide chunks
         self.sync = ("D.group_sync(st, GROUPS, g, nt, err, abt, RANK, tmo)" if spec.sim_threads
                      else "cuda.syncthreads()")
         self.common = ", ".join(spec.arg_names[:-1] if not spec.size_class else spec.arg_names)
@@ -131,6 +142,7 @@ class _Writer:
             "import numpy as np",
             "from numba import cuda",
             "",
+            "from pymscclpp.channels import port_channel as PC",
             "from pymscclpp.channels import primitives as P",
             "from pymscclpp.channels import reduce as R",
             "from pymscclpp.channels import semaphore as S",
@@ -217,6 +229,11 @@ class _Writer:
             pos = self.xplan.barrier_ids.index(op.barrier_id)
             return [self.sync, "if tid == 0:",
                     f"    D.tb_barrier(st, BARRIERS + {pos}, {op.num_threadblocks}, err, abt, RANK, tmo)", self.sync]
+        if op.channel_type == "port" and name in _PORT_SYNC:
+            out = []
+            for j, cid in enumerate(op.channel_ids):
+                out += [f"if tid == {j} % nt:", f"    {_PORT_SYNC[name]}(pc{self.tb.channels['port'][cid]})"]
+            return out
         if name in _SIGNAL:
             out = []
             for j, cid in enumerate(op.channel_ids):
@@ -260,6 +277,8 @@ class _Writer:
         return array, f"{ref.index} * cs + {share}"
 
     def data(self, op: Op, unit: int | None) -> list[str]:
+        if op.channel_type == "port" and op.name in PORT_ASYNC_OPS:
+            return self.port_data(op, unit)
         shape = DATA_OPS[op.name]
         src_roles, dst_roles = roles(op.name, len(op.src_buff), len(op.dst_buff))
         srcs = [self.where(op, r, role in PACKET_ROLES) for r, role in zip(op.src_buff, src_roles)]
@@ -280,6 +299,45 @@ class _Writer:
         if any(r == LP for r in src_roles):
             return out + [self.packet_reduce(srcs, src_roles, dsts, dst_roles)]
         return out + [self.plain_reduce(srcs, dsts)]
+
+    def port_data(self, op: Op, unit: int | None) -> list[str]:
+        """A put through the proxy: one thread per destination pushes a trigger naming the memories by id.
+
+        put/pws/pwsf copy plain data. ppkt builds the packets in a staging slot after the scratch, then the
+        proxy copies them and is waited for (the slot is reused next execution). rppkt waits for the local
+        packets, then the proxy copies them as they are, flags included."""
+        out = []
+        ports = self.tb.channels["port"]
+        if op.name == "rppkt":
+            (src,) = op.src_buff
+            _, so = self.where(op, src, True)
+            out += self.region(op, src.size, unit)
+            out += [f"D.await_packets(scr, {so}, n, tid, nt, flag, tmo, err, abt, RANK, OP_PACKET)", self.sync]
+            pairs = [(src, dst, so) for dst in op.dst_buff]
+        else:
+            pairs = [(src, dst, None) for src, dst in zip(op.src_buff, op.dst_buff)]
+        for i, (src, dst, so) in enumerate(pairs):
+            packets = op.name in ("ppkt", "rppkt")
+            _, do = self.where(op, dst, packets)
+            dst_id = f"pid[{3 + self.tb.remote_buffer_refs['port'][dst.buffer_id]}]"
+            ch = f"pc{ports[op.channel_ids[i]]}"
+            if op.name in _PORT_PUT:
+                _, so = self.where(op, src, False)
+                out += self.region(op, src.size, unit)
+                src_id = f"pid[{_LOCAL_ID[src.type]}]"
+                out += [f"if tid == {i} % nt:",
+                        f"    D.port_put({ch}, {_PORT_PUT[op.name]}, {dst_id}, {do}, {src_id}, {so}, n)"]
+                continue
+            if op.name == "ppkt":
+                sa, src_off = self.where(op, src, False)
+                so = f"{self.stage_next} * cs + 2 * lo"
+                self.stage_next += src.size
+                out += self.region(op, src.size, unit)
+                out += [f"P.put_packets_ll16(scr, {so}, {sa}, {src_off}, n, tid, nt, flag)", self.sync]
+            kind = TRIGGER_DATA | (TRIGGER_SYNC if op.name == "ppkt" else 0)
+            out += [f"if tid == {i} % nt:",
+                    f"    D.port_put({ch}, {kind}, {dst_id}, {do}, pid[2], {so}, D.packet_bytes(n))"]
+        return out
 
     @staticmethod
     def move(sa: str, so: str, da: str, do: str, src_role: str, dst_role: str) -> str:

@@ -11,7 +11,9 @@ from __future__ import annotations
 import numpy as np
 from numba import cuda
 
+from ..channels import fifo
 from ..channels.device_errors import OP_WAIT, aborted, record_abort, record_timeout
+from ..runtime.fifo import TRIGGER_DATA, TRIGGER_SYNC
 from ..channels.primitives import LL16_BYTES, LL16_DATA, read_packet_ll16
 from ..channels.ptx import globaltimer, load_acquire, spin_pause, store_release, store_v4_volatile
 
@@ -128,3 +130,39 @@ def forward_packets(dst, dst_off, pkt, pkt_off, nbytes, tid, nthreads, flag, ctx
         store_v4_volatile(dst, dst_off + i * LL16_BYTES, a, f, c, f)
         i += nthreads
     return True
+
+
+@cuda.jit(device=True)
+def await_packets(pkt, pkt_off, nbytes, tid, nthreads, flag, timeout_ns, err, abort, rank, op):
+    """Wait until the LL16 packets carrying ``nbytes`` at ``pkt[pkt_off:]`` hold this execution's flag
+    (before the proxy forwards them as they are). False on timeout."""
+    i = tid
+    while i < (nbytes + LL16_DATA - 1) // LL16_DATA:
+        _, _, ok = read_packet_ll16(pkt, pkt_off + i * LL16_BYTES, flag, timeout_ns, err, abort, rank, -1, -1, op)
+        if not ok:
+            return False
+        i += nthreads
+    return True
+
+
+@cuda.jit(device=True)
+def packet_bytes(nbytes):
+    """Bytes of the LL16 packets that carry ``nbytes`` of data."""
+    return (nbytes + LL16_DATA - 1) // LL16_DATA * LL16_BYTES
+
+
+@cuda.jit(device=True)
+def port_put(ch, kind, dst_id, dst_off, src_id, src_off, nbytes):
+    """Ask the proxy of port channel ``ch`` to run trigger ``kind`` (fifo.TRIGGER_*) copying ``nbytes`` from
+    local memory ``src_id`` to the peer's memory ``dst_id`` (ids per op, as plans name several buffers); no
+    data when ``nbytes`` is 0. With TRIGGER_SYNC, wait until the proxy completed it. False on error."""
+    if nbytes <= 0:
+        kind = kind & ~TRIGGER_DATA
+        nbytes = 0
+    if kind == 0:
+        return True
+    w0, w1 = fifo.trigger_words(kind, dst_id, dst_off, src_id, src_off, nbytes, ch.channel)
+    ticket = fifo.push(ch, w0, w1)
+    if kind & TRIGGER_SYNC:
+        return fifo.wait_popped(ch, ticket)
+    return ticket != fifo.PUSH_FAILED

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..channels import reduce as red
-from ..errors import InvalidUsageError
+from ..errors import InvalidUsageError, ProxyError
 from ..plan import PlanError
 from ..runtime.backend import IS_SIM
 from ..runtime.launch import Launch
@@ -25,6 +25,7 @@ from .cache import load_module
 from .codegen import KernelSpec
 from .layout import MessageLayout, message_layout
 from .plan import ExecutionPlan
+from .ports import host_layout, host_of
 from .resources import Binding, Copies, PlanResources, ScratchSet, scratch_bytes
 
 DEFAULT_SIM_THREADS = 4
@@ -48,8 +49,8 @@ class KernelStats:
 class PreparedCall:
     """One call's copies in, kernel launch and copies out, ready to issue on any stream."""
 
-    def __init__(self, launch: Launch, binding: Binding, comm):
-        self.launch_, self.binding, self.comm = launch, binding, comm
+    def __init__(self, launch: Launch, binding: Binding, comm, check=None):
+        self.launch_, self.binding, self.comm, self.check = launch, binding, comm, check
         self.pre, self.post = Copies(binding.pre), Copies(binding.post)
 
     def run(self, stream: int = 0) -> None:
@@ -60,6 +61,8 @@ class PreparedCall:
         if self.post.pairs:
             self.post.run(stream)
         if IS_SIM:
+            if self.check is not None:
+                self.check()
             self.comm.check_device_errors()
 
 
@@ -92,6 +95,7 @@ class Executor:
         self._resources: dict[str, PlanResources] = {}
         self._calls: dict[tuple, PreparedCall] = {}  # (plan hash, buffers, op) -> call
         self._fast: dict[tuple, tuple] = {}  # (ids of plan, send, recv; op) -> (plan, send, recv, call)
+        self.proxy = None  # the ProxyService of every plan's port channels, made by the first plan with one
 
     def execute(self, plan, sendbuf, recvbuf=None, op: str = "sum", stream=None) -> None:
         """Run ``plan`` on ``sendbuf`` into ``recvbuf`` (``None``: in place) on the caller's ``stream``.
@@ -127,6 +131,8 @@ class Executor:
         gpu = xplan.plan.gpus[self.comm.rank] if self.comm.rank < xplan.num_ranks else None
         if send.nbytes == 0 and recv.nbytes == 0 and (gpu is None or gpu.input_chunks or gpu.output_chunks):
             return None  # nothing to move (a plan without input and output chunks still runs: it moves scratch)
+        if xplan.key not in self._resources:
+            self._check_same_plan(xplan)
         self._check_comm(xplan)
         kind, code = self._reduction(xplan, dtype, op)
         itemsize = send.nbytes // max(1, int(np.prod(send.shape, dtype=np.int64)))
@@ -134,23 +140,28 @@ class Executor:
         self._check_scratch(xplan, layout)
         resources = self._resources.get(xplan.key)
         if resources is None:
-            resources = self._resources[xplan.key] = PlanResources(self.comm, xplan)
+            resources = self._resources[xplan.key] = PlanResources(self.comm, xplan, self._proxy_for(xplan))
+        proxy = resources.proxy
         scratch = resources.scratch_sets.get(layout.bucket)
         if scratch is None:
-            scratch = resources.scratch_sets[layout.bucket] = ScratchSet(self.comm, xplan, layout.bucket)
-        binding = Binding(self.comm, xplan, scratch, layout, sendbuf, send, recvbuf, recv)
+            scratch = resources.scratch_sets[layout.bucket] = ScratchSet(self.comm, xplan, layout.bucket, proxy)
+        binding = Binding(self.comm, xplan, scratch, layout, sendbuf, send, recvbuf, recv, proxy)
         spec = KernelSpec(xplan, self.comm.rank, kind, code, itemsize if kind is not None else 1, layout.size_class,
                           self.sim_threads if IS_SIM else 0)
         call = self._calls[key] = PreparedCall(self._launch(spec, resources, scratch, binding, layout), binding,
-                                               self.comm)
+                                               self.comm, self.check if proxy is not None else None)
         return call
 
     def close(self) -> None:
-        """Forget every prepared call, plan resource and buffer reference (the communicator stays open)."""
+        """Forget every prepared call, plan resource and buffer reference (the communicator stays open); stop
+        the proxy (collective with the ranks its port channels reach)."""
         self._fast.clear()
         self._calls.clear()
         self._resources.clear()
         self._plans.clear()
+        if self.proxy is not None:
+            self.proxy.close()
+            self.proxy = None
 
     # -- pieces of prepare ----------------------------------------------------------------------
 
@@ -159,6 +170,43 @@ class Executor:
         if known is None:
             known = self._plans[id(plan)] = (plan, ExecutionPlan.from_plan(plan))
         return known[1]
+
+    def _proxy_for(self, xplan: ExecutionPlan):
+        """The executor's running ProxyService when some rank of the plan has port channels, else None
+        (every rank gets one then, so the pair calls of setup line up)."""
+        if not xplan.uses_ports:
+            return None
+        if self.proxy is None:
+            from ..proxy import ProxyService
+            comm = self.comm
+            self.proxy = proxy = ProxyService(comm)
+            proxy.start()
+            if comm.liveness is not None:  # a dead peer ends the port waits too, and every linked proxy hears
+                comm.liveness.on_death(lambda peer, reason: proxy.fail(
+                    f"rank {comm.rank}: peer {peer} on {host_of(comm.host_ids, peer)} is gone ({reason})"))
+        self.check()
+        return self.proxy
+
+    def check(self) -> None:
+        """Raise ProxyError if the proxy of this executor's port channels failed (a link to a peer dropped, a
+        peer died, a trigger was rejected), naming this rank's host and the job's layout. Collectives of a
+        failed proxy cannot run again; make a new communicator."""
+        if self.proxy is not None and self.proxy.failed:
+            comm = self.comm
+            try:
+                self.proxy.check()
+            except ProxyError as exc:
+                raise ProxyError(f"{exc} [rank {comm.rank} is on {host_of(comm.host_ids, comm.rank)}; "
+                                 f"{host_layout(comm.host_ids)}]") from None
+
+    def _check_same_plan(self, xplan: ExecutionPlan) -> None:
+        """Every rank sets up the same plan (one all-gather per plan): ranks that chose plans for different
+        host layouts fail here, on every rank, before any pair setup could hang."""
+        keys = self.comm.bootstrap.all_gather(xplan.key.encode())
+        if len(set(keys)) > 1:
+            odd = [r for r, k in enumerate(keys) if k != keys[self.comm.rank]]
+            raise PlanError(f"plan {xplan.name!r}: ranks {odd} set up a different plan than rank {self.comm.rank} "
+                            f"({host_layout(self.comm.host_ids)}); every rank must run the same plan")
 
     def _check_comm(self, xplan: ExecutionPlan) -> None:
         comm, name = self.comm, xplan.name
@@ -169,8 +217,10 @@ class Executor:
         far = [p for p in xplan.peers(comm.rank) if p not in comm.peer_pools]
         if far:
             raise PlanError(f"plan {name!r}: rank {comm.rank} has memory channels to ranks {far} on another host; "
-                            "memory channels need peers on the same host")
+                            f"memory channels need peers on the same host ({host_layout(comm.host_ids)}; "
+                            "pymscclpp.language.programs.hierarchical.plan_for makes plans for a layout)")
         need = sum(xplan.tokens(comm.rank, p) for p in xplan.peers(comm.rank))
+        need += sum(xplan.tokens(comm.rank, p, "port") for p in xplan.peers(comm.rank, "port"))
         slots = comm.device_pool.slots
         if need > slots.slots - slots.next:
             raise PlanError(f"plan {name!r} needs {need} semaphore tokens on rank {comm.rank} for its channels, but "
@@ -214,6 +264,9 @@ class Executor:
                   "chunk": np.int64(layout.chunk)}
         values.update({f"rb{j}": arr for j, arr in enumerate(binding.remote)})
         values.update({f"sem{p}": h for p, h in resources.handles.items()})
+        if resources.ports is not None:
+            values.update({f"pc{c}": h for c, h in enumerate(resources.ports.handles)})
+            values["pid"] = binding.port_ids
         grid, block = spec.launch_dims
         launch = Launch(module.kernel, grid, block, {n: values[n] for n in spec.arg_names})
         if source_s or launch.compile_s:

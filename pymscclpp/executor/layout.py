@@ -21,7 +21,8 @@ SMALL_CHUNK = 4096  # up to this chunk size a kernel has the chunk size built in
 
 def _parts(collective: str, n: int) -> tuple[int, int] | None:
     """(input parts, output parts) of a collective; None when the executor knows no part structure."""
-    return {"allreduce": (1, 1), "allgather": (1, n), "reducescatter": (n, 1), "alltoall": (n, n)}.get(collective)
+    return {"allreduce": (1, 1), "allgather": (1, n), "reducescatter": (n, 1), "alltoall": (n, n),
+            "broadcast": (1, 1), "sendrecv": (1, 1)}.get(collective)
 
 
 @dataclass(frozen=True)

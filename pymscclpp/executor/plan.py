@@ -12,7 +12,7 @@ import os
 from functools import cached_property
 
 from ..plan.opcodes import DATA_OPS, PACKET_ROLES, roles
-from ..plan import Op, Plan, PlanError, load_plan
+from ..plan import Plan, PlanError, load_plan
 
 MAX_THREADS_PER_BLOCK = 1024
 PACKET_DATA = 8  # data bytes of one LL16 packet: packet windows must start on a packet
@@ -81,31 +81,44 @@ class ExecutionPlan:
         return any(op.name in DATA_OPS and DATA_OPS[op.name].reduces
                    for r in range(self.num_ranks) for _, op in self.ops(r))
 
-    def channel_counts(self, rank: int, peer: int) -> int:
-        """Memory channels from ``rank`` to ``peer``."""
-        return self.plan.gpus[rank].channels.get("memory", []).count(peer)
+    def channel_counts(self, rank: int, peer: int, kind: str = "memory") -> int:
+        """Channels of type ``kind`` (memory or port) from ``rank`` to ``peer``."""
+        return self.plan.gpus[rank].channels.get(kind, []).count(peer)
 
-    def peers(self, rank: int) -> list[int]:
-        """Ranks ``rank`` shares a memory channel with, in either direction, ascending."""
+    def peers(self, rank: int, kind: str = "memory") -> list[int]:
+        """Ranks ``rank`` shares a ``kind`` channel with, in either direction, ascending."""
         return sorted(p for p in range(self.num_ranks)
-                      if p != rank and (self.channel_counts(rank, p) or self.channel_counts(p, rank)))
+                      if p != rank and (self.channel_counts(rank, p, kind) or self.channel_counts(p, rank, kind)))
 
-    def tokens(self, rank: int, peer: int) -> int:
-        """Semaphore tokens between ``rank`` and ``peer``: the k-th channel each way pairs on token k."""
-        return max(self.channel_counts(rank, peer), self.channel_counts(peer, rank))
+    def tokens(self, rank: int, peer: int, kind: str = "memory") -> int:
+        """Semaphores between ``rank`` and ``peer`` for ``kind`` channels: the k-th channel each way pairs on
+        the k-th."""
+        return max(self.channel_counts(rank, peer, kind), self.channel_counts(peer, rank, kind))
 
-    def token(self, rank: int, channel: int) -> tuple[int, int]:
-        """(peer, token index) of ``rank``'s memory channel ``channel``."""
-        peers = self.plan.gpus[rank].channels["memory"]
+    def token(self, rank: int, channel: int, kind: str = "memory") -> tuple[int, int]:
+        """(peer, token index) of ``rank``'s ``kind`` channel ``channel``."""
+        peers = self.plan.gpus[rank].channels[kind]
         return peers[channel], peers[:channel].count(peers[channel])
 
-    def needs_remote(self, rank: int, peer: int, code: str) -> bool:
-        """``rank`` reaches ``peer``'s buffer ``code`` (``i``, ``o`` or ``s``)."""
-        return any(rb.rank == peer and rb.type == code for rb in self.plan.gpus[rank].remote_buffers)
+    def needs_remote(self, rank: int, peer: int, code: str, kind: str = "memory") -> bool:
+        """``rank`` reaches ``peer``'s buffer ``code`` (``i``, ``o`` or ``s``) through ``kind`` channels."""
+        return any(rb.rank == peer and rb.type == code and kind in rb.access_channel_types
+                   for rb in self.plan.gpus[rank].remote_buffers)
 
-    def exchanged(self, rank: int, peer: int) -> list[str]:
-        """Buffers the pair swaps (the same list on both sides): those either side reaches on the other."""
-        return [c for c in "ios" if self.needs_remote(rank, peer, c) or self.needs_remote(peer, rank, c)]
+    def exchanged(self, rank: int, peer: int, kind: str = "memory") -> list[str]:
+        """Buffers the pair swaps for ``kind`` channels (the same list on both sides): those either side
+        reaches on the other."""
+        return [c for c in "ios" if self.needs_remote(rank, peer, c, kind) or self.needs_remote(peer, rank, c, kind)]
+
+    @cached_property
+    def uses_ports(self) -> bool:
+        """Some rank has a port channel: the executor then runs a proxy."""
+        return any(g.channels.get("port") for g in self.plan.gpus)
+
+    def staging_chunks(self, rank: int) -> int:
+        """Scratch chunks (packet-wide) of ``rank``'s port put-packets staging slots."""
+        return sum(sum(r.size for r in op.src_buff) for _, op in self.ops(rank)
+                   if op.name == "ppkt" and op.channel_type == "port")
 
     @cached_property
     def remote_io(self) -> bool:
@@ -130,20 +143,10 @@ class ExecutionPlan:
             if g.switch_channels:
                 raise self._fail(f"gpus[{g.id}].channels", "switch channels need NVLS multicast memory, which the "
                                  "executor does not create; run the plan with the interpreter (verify) instead")
-            if g.channels.get("port") or any(tb.channels.get("port") for tb in g.threadblocks):
-                raise self._fail(f"gpus[{g.id}].channels", "port channels are not supported by the executor yet; "
-                                 "use memory channels")
             for tb in g.threadblocks:
                 for i, op in enumerate(tb.ops):
                     where = f"gpus[{g.id}].threadblocks[{tb.id}].ops[{i}]"
-                    self._check_op(op, where)
-                    for j, inner in enumerate(op.ops):
-                        self._check_op(inner, f"{where}.ops[{j}]")
                     if op.name == "pipeline" and self.uses_packets and op.iter_context[0] % PACKET_DATA:
                         raise self._fail(f"{where}.iter_context.unit_size",
                                          f"{op.iter_context[0]} is not a multiple of {PACKET_DATA} bytes, so "
                                          "pipeline slices would split LL packets")
-
-    def _check_op(self, op: Op, where: str) -> None:
-        if op.channel_type == "port":
-            raise self._fail(f"{where}.channel_type", "port channels are not supported by the executor yet")

@@ -20,14 +20,17 @@ from ..runtime.semaphore import Device2DeviceSemaphore
 from .codegen import state_layout
 from .layout import MessageLayout
 from .plan import ExecutionPlan
+from .ports import PlanPorts, exchange, memory_ids
 
 
 class PlanResources:
-    """Per plan: one multi-token semaphore with each peer and the persistent state array."""
+    """Per plan: one multi-token semaphore with each peer, the port channels through ``proxy`` (the
+    executor's ProxyService, None when the plan has none) and the persistent state array."""
 
-    def __init__(self, comm, xplan: ExecutionPlan):
+    def __init__(self, comm, xplan: ExecutionPlan, proxy=None):
         rank = comm.rank
-        self.comm, self.xplan = comm, xplan
+        self.comm, self.xplan, self.proxy = comm, xplan, proxy
+        self.ports = PlanPorts(proxy, xplan, rank) if proxy is not None else None
         self.layout = state_layout(xplan, rank)
         self.semaphores = {p: Device2DeviceSemaphore(comm, p, xplan.tokens(rank, p))
                            for p in xplan.peers(rank) if xplan.tokens(rank, p)}
@@ -40,16 +43,17 @@ class PlanResources:
 
 
 def scratch_bytes(xplan: ExecutionPlan, rank: int, chunk: int) -> int:
-    """Bytes of scratch ``rank`` needs with ``chunk``-byte chunks (packets are twice as wide; double halves)."""
+    """Bytes of scratch ``rank`` needs with ``chunk``-byte chunks (packets are twice as wide; double halves),
+    with the staging slots of port put-packets ops after it."""
     plan = xplan.plan
-    return plan.gpus[rank].scratch_chunks * chunk * (2 if xplan.uses_packets else 1) * \
-        (2 if plan.use_double_scratch_buffer else 1)
+    chunks = plan.gpus[rank].scratch_chunks * (2 if plan.use_double_scratch_buffer else 1) + xplan.staging_chunks(rank)
+    return chunks * chunk * (2 if xplan.uses_packets else 1)
 
 
 class ScratchSet:
     """Per plan and chunk bucket: this rank's scratch, the peers' scratch it reaches, staging buffers."""
 
-    def __init__(self, comm, xplan: ExecutionPlan, bucket: int):
+    def __init__(self, comm, xplan: ExecutionPlan, bucket: int, proxy=None):
         rank = comm.rank
         self.xplan, self.rank, self.bucket = xplan, rank, bucket
         self.scratch = alloc(max(16, scratch_bytes(xplan, rank, bucket)))
@@ -57,6 +61,7 @@ class ScratchSet:
         for p in range(xplan.num_ranks):
             if p != rank and "s" in xplan.exchanged(rank, p):
                 self.remote[p, "s"] = comm.exchange_memory(self.scratch, p).array
+        self.port_remote = exchange(proxy, xplan, rank, "s", {"s": self.scratch}) if proxy is not None else {}
         self._staging = None
 
     def staging(self, layout: MessageLayout, inplace: bool) -> tuple:
@@ -92,7 +97,7 @@ class Binding:
     """
 
     def __init__(self, comm, xplan: ExecutionPlan, scratch: ScratchSet, layout: MessageLayout,
-                 send, send_info, recv, recv_info):
+                 send, send_info, recv, recv_info, proxy=None):
         rank = comm.rank
         plan = xplan.plan
         gpu = plan.gpus[rank]
@@ -125,7 +130,12 @@ class Binding:
             for code in xplan.exchanged(rank, p):
                 if code in "io":
                     remote[p, code] = comm.exchange_memory(kin if code == "i" else kout, p).array
-        self.remote = [remote[rb.rank, rb.type] for rb in gpu.remote_buffers]
+        # a buffer reached only through port channels has no mapping here: the kernel names it by proxy id
+        self.remote = [remote.get((rb.rank, rb.type), scratch.scratch) for rb in gpu.remote_buffers]
+        self.port_ids = None  # the proxy memory ids the kernel's port ops name
+        if proxy is not None:
+            ports = {**scratch.port_remote, **exchange(proxy, xplan, rank, "io", {"i": kin, "o": kout})}
+            self.port_ids = memory_ids(proxy, xplan, rank, {"i": kin, "o": kout, "s": scratch.scratch}, ports)
 
     def _direct_views(self, layout, inplace, user_send, send_info, user_recv, recv_info, in_bytes, out_bytes):
         """(kin, kout) on the user's buffers, and the copies that put the input where an in-place plan reads it."""

@@ -87,7 +87,8 @@ class AllToAll(Collective):
 
 
 class SendRecv(Collective):
-    """Point to point: each rank sends its input to a peer and receives a peer's input into its output."""
+    """Point to point: each rank sends its input to a peer of the program's choosing; input and output have
+    ``chunk_factor`` chunks (no fixed result: the interpreter checks races and deadlocks only)."""
 
     name = "sendrecv"
 

@@ -87,6 +87,7 @@ class ProxyService:
         self._sem = np.zeros((MAX_SEMAPHORES, loop.SEM_COLS), np.uint64)
         self._state = np.zeros(loop.STATE_WORDS, np.uint64)
         self._memories: list[_Memory] = []
+        self._mapped: dict[tuple, int] = {}    # (peer, its CudaIpc handle) -> memory id: one mapping each
         self._semaphores: list[_Semaphore] = []
         self._conns: dict[int, _Connection] = {}
         self._regions = ib_wire.RegionTable()
@@ -173,12 +174,24 @@ class ProxyService:
         conn = self._connection(peer)
         comm, tag = self.comm, self.comm.next_pair_tag(peer)
         if conn.transport == Transport.CUDA_IPC:
-            remote = handoff.trade(comm.bootstrap, peer, tag, comm.register_memory(inbox).serialize(),
-                                   lambda data: RemoteMemory(data, job_token=comm.job_token))
+            seen: dict = {}
+
+            def open_peer(handle: bytes):
+                seen["handle"] = handle
+                if (peer, handle) in self._mapped:  # the peer exposed this buffer before: the same entry
+                    return None
+                return RemoteMemory(handle, job_token=comm.job_token)
+
+            remote = handoff.trade(comm.bootstrap, peer, tag, comm.register_memory(inbox).serialize(), open_peer)
+            handle = seen["handle"]
+            if remote is None:
+                return self._mapped[peer, handle]
             if remote.rank != peer:
                 raise ProxyError(f"rank {comm.rank}: memory handle from peer {peer} claims rank {remote.rank}")
-            return self._add_entry(_Memory(False, _device_address(remote.array), remote.nbytes, peer,
-                                           Transport.CUDA_IPC, keep=remote))
+            mid = self._add_entry(_Memory(False, _device_address(remote.array), remote.nbytes, peer,
+                                          Transport.CUDA_IPC, keep=remote))
+            self._mapped[peer, handle] = mid
+            return mid
         local_id = self.add_memory(inbox)
         if conn.transport == Transport.ETHERNET:
             self._memories[local_id].exposed_to.add(peer)
@@ -187,6 +200,9 @@ class ProxyService:
             if len(data) != _ETH_MEM.size:
                 raise ProxyError(f"rank {comm.rank}: bad memory record from peer {peer}")
             remote_id, size = _ETH_MEM.unpack(data)
+            for mid, m in enumerate(self._memories):  # the peer exposed this memory before: the same entry
+                if not m.local and m.peer == peer and m.remote_id == remote_id and m.size == size:
+                    return mid
             return self._add_entry(_Memory(False, 0, size, peer, Transport.ETHERNET, remote_id=remote_id))
         comm.bootstrap.send(ib_wire.pack_region(self._regions.get(local_id)), peer, tag)
         region = ib_wire.unpack_region(comm.bootstrap.recv(peer, tag))
@@ -253,6 +269,11 @@ class ProxyService:
     def transport(self, peer: int) -> Transport:
         """The transport of the connection to ``peer`` (negotiated on first use: a pair call)."""
         return self._connection(peer).transport
+
+    @property
+    def memory_count(self) -> int:
+        """Memories in the table (local and remote; at most MAX_MEMORIES)."""
+        return len(self._memories)
 
     def semaphore_peer(self, semaphore_id: int) -> int:
         return self._semaphores[semaphore_id].peer

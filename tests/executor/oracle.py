@@ -19,8 +19,8 @@ def call_sizes(xplan: ExecutionPlan, count: int) -> tuple[int, int]:
     """(send, recv) element counts of a call whose parts have ``count`` elements (without part structure, every
     chunk is a part)."""
     n, coll, gpu = xplan.num_ranks, xplan.plan.collective, xplan.plan.gpus[0]
-    ins, outs = {"allreduce": (1, 1), "allgather": (1, n), "reducescatter": (n, 1),
-                 "alltoall": (n, n)}.get(coll, (gpu.input_chunks, gpu.output_chunks))
+    ins, outs = {"allreduce": (1, 1), "allgather": (1, n), "reducescatter": (n, 1), "alltoall": (n, n),
+                 "broadcast": (1, 1), "sendrecv": (1, 1)}.get(coll, (gpu.input_chunks, gpu.output_chunks))
     return ins * count, outs * count
 
 

@@ -168,7 +168,7 @@ FEATURE_PROGRAMS = {"allgather_groups": allgather_groups, "allgather_get": allga
 
 
 def allgather_port(n: int) -> dict:
-    """All-pairs allgather over port channels (proxy puts with signal); the executor refuses these for now."""
+    """All-pairs allgather over port channels only (proxy puts with signal and flush), whatever the hosts."""
     from pymscclpp.language.channel import PortChannel
     with CollectiveProgram("allgather_port", AllGather(n, 1, False), n):
         ch = {(r, p): PortChannel(p, r) for r in range(n) for p in _peers(r, n)}

@@ -69,12 +69,6 @@ def test_buffers_that_do_not_make_the_collective_parts():
     assert text.startswith("PlanError") and "do not make 1 input and 2 output parts" in text
 
 
-def test_port_channel_plans_are_refused_at_load():
-    from executor.programs import allgather_port
-    with pytest.raises(PlanError, match="port channels are not supported by the executor yet"):
-        ExecutionPlan.from_json(json.dumps(allgather_port(2)))
-
-
 def test_too_many_threads_per_block_is_refused_at_load():
     plan = PROGRAMS["allgather"](2)
     plan["num_threads_per_block"] = 2048

@@ -53,7 +53,7 @@ def _rank_main(rank, size, uid_bytes, env, fn, params, results):
 class Job:
     """``size`` rank processes running ``fn``; the test drives them through messages and signals."""
 
-    def __init__(self, fn, size: int, env: dict | None = None, **params):
+    def __init__(self, fn, size: int, env: dict | None = None, rank_env: list[dict] | None = None, **params):
         from pymscclpp.runtime.bootstrap import get_unique_id
         self.size = size
         self.uid = get_unique_id(addr="127.0.0.1")
@@ -62,7 +62,8 @@ class Job:
         pipes = [_CTX.Pipe(duplex=False) for _ in range(size)]
         self._readers = [r for r, _ in pipes]
         self.procs = [_CTX.Process(target=_rank_main, daemon=True,
-                                   args=(r, size, self.uid.to_bytes(), env, fn, params, pipes[r][1]))
+                                   args=(r, size, self.uid.to_bytes(), {**env, **(rank_env or [{}] * size)[r]}, fn,
+                                         params, pipes[r][1]))
                       for r in range(size)]
         for p in self.procs:
             p.start()

@@ -8,11 +8,11 @@ from ..collectives import AllReduce
 from ..general import JSON
 from ..program import CollectiveProgram
 from ..rank import Buffer, Rank
-from ._common import check_args, memory_channels, peers, slot
+from ._common import check_args, flush_ports, memory_channels, peers, slot
 
 
 def allreduce_allpairs(num_ranks: int, protocol: str = "Simple", instances: int = 1, chunk_factor: int = 1,
-                       inplace: bool = False, instr_fusion: bool = True, auto_sync: bool = True) -> dict:
+                       inplace: bool = False, instr_fusion: bool = True, auto_sync: bool = True, hosts=None) -> dict:
     """Every rank sends part p of its input to rank p's scratch, reduces its own part, and sends the result back.
 
     Thread block k handles chunk k of every part. Simple: handshake, put, signal/wait, reduce-send, signal/wait.
@@ -26,7 +26,7 @@ def allreduce_allpairs(num_ranks: int, protocol: str = "Simple", instances: int 
                            use_double_scratch_buffer=ll):
         ranks = [Rank(r) for r in range(n)]
         scratch = [Buffer(r, (2 if ll else 1) * (n - 1) * cf) for r in range(n)]
-        ch = memory_channels(n, cf)
+        ch = memory_channels(n, cf, hosts)
         back = (n - 1) * cf  # LL: where reduced parts come back
         for r in range(n):
             inp, out = ranks[r].get_input_buffer(), ranks[r].get_output_buffer()
@@ -63,6 +63,7 @@ def allreduce_allpairs(num_ranks: int, protocol: str = "Simple", instances: int 
                         ch[k, r, p].signal(tb=k)
                     for p in peers(r, n):
                         ch[k, r, p].wait(tb=k)
+        flush_ports(ch)
         return json.loads(JSON())
 
 

@@ -8,7 +8,7 @@ from ..collectives import AllGather, AllToAll, ReduceScatter
 from ..general import JSON
 from ..program import CollectiveProgram
 from ..rank import Buffer, Rank
-from ._common import check_args, memory_channels, peers, slot
+from ._common import check_args, flush_ports, memory_channels, peers, slot
 
 
 def _handshake(ch: dict, r: int, n: int, k: int) -> None:
@@ -20,7 +20,7 @@ def _handshake(ch: dict, r: int, n: int, k: int) -> None:
 
 
 def allgather(num_ranks: int, protocol: str = "Simple", instances: int = 1, chunk_factor: int = 1,
-              inplace: bool = False, instr_fusion: bool = True, auto_sync: bool = True) -> dict:
+              inplace: bool = False, instr_fusion: bool = True, auto_sync: bool = True, hosts=None) -> dict:
     """Each rank writes its input into every peer's output (Simple), or into their scratch as packets (LL)."""
     check_args(num_ranks, chunk_factor, instances, protocol)
     n, cf = num_ranks, chunk_factor
@@ -30,7 +30,7 @@ def allgather(num_ranks: int, protocol: str = "Simple", instances: int = 1, chun
                            use_double_scratch_buffer=ll):
         ranks = [Rank(r) for r in range(n)]
         scratch = [Buffer(r, (n - 1) * cf) for r in range(n)] if ll else []
-        ch = memory_channels(n, cf)
+        ch = memory_channels(n, cf, hosts)
         for r in range(n):
             inp, out = ranks[r].get_input_buffer(), ranks[r].get_output_buffer()
             for k in range(cf):
@@ -51,11 +51,12 @@ def allgather(num_ranks: int, protocol: str = "Simple", instances: int = 1, chun
                         ranks[r].unpack_packets(out[p * cf + k: p * cf + k + 1], scratch[r][at: at + 1], tb=k)
                 else:
                     _handshake(ch, r, n, k)
+        flush_ports(ch)
         return json.loads(JSON())
 
 
 def reducescatter(num_ranks: int, protocol: str = "Simple", instances: int = 1, chunk_factor: int = 1,
-                  inplace: bool = False, instr_fusion: bool = True, auto_sync: bool = True) -> dict:
+                  inplace: bool = False, instr_fusion: bool = True, auto_sync: bool = True, hosts=None) -> dict:
     """Each rank sends part p of its input to rank p's scratch, then reduces the parts it received."""
     check_args(num_ranks, chunk_factor, instances, protocol)
     n, cf = num_ranks, chunk_factor
@@ -65,7 +66,7 @@ def reducescatter(num_ranks: int, protocol: str = "Simple", instances: int = 1, 
                            use_double_scratch_buffer=ll):
         ranks = [Rank(r) for r in range(n)]
         scratch = [Buffer(r, (n - 1) * cf) for r in range(n)]
-        ch = memory_channels(n, cf)
+        ch = memory_channels(n, cf, hosts)
         for r in range(n):
             inp, out = ranks[r].get_input_buffer(), ranks[r].get_output_buffer()
             for k in range(cf):
@@ -79,18 +80,19 @@ def reducescatter(num_ranks: int, protocol: str = "Simple", instances: int = 1, 
                     _handshake(ch, r, n, k)
                 parts = [scratch[r][slot(r, p) * cf + k: slot(r, p) * cf + k + 1] for p in peers(r, n)]
                 ranks[r].reduce(inp[r * cf + k: r * cf + k + 1], parts, tb=k, dst_chunk=out[k: k + 1], packet=ll)
+        flush_ports(ch)
         return json.loads(JSON())
 
 
 def alltoall(num_ranks: int, instances: int = 1, chunk_factor: int = 1, instr_fusion: bool = True,
-             auto_sync: bool = True) -> dict:
+             auto_sync: bool = True, hosts=None) -> dict:
     """Each rank writes part p of its input into slot r of rank p's output, and copies its own part locally."""
     check_args(num_ranks, chunk_factor, instances, "Simple")
     n, cf = num_ranks, chunk_factor
     with CollectiveProgram("alltoall", AllToAll(n, cf, False), n, instances=instances, instr_fusion=instr_fusion,
                            auto_sync=auto_sync):
         ranks = [Rank(r) for r in range(n)]
-        ch = memory_channels(n, cf)
+        ch = memory_channels(n, cf, hosts)
         for r in range(n):
             inp, out = ranks[r].get_input_buffer(), ranks[r].get_output_buffer()
             for k in range(cf):
@@ -100,4 +102,5 @@ def alltoall(num_ranks: int, instances: int = 1, chunk_factor: int = 1, instr_fu
                                     inp[p * cf + k: p * cf + k + 1], tb=k)
                 ranks[r].copy(out[r * cf + k: r * cf + k + 1], inp[r * cf + k: r * cf + k + 1], tb=k)
                 _handshake(ch, r, n, k)
+        flush_ports(ch)
         return json.loads(JSON())

@@ -312,7 +312,7 @@ class _Writer:
             (src,) = op.src_buff
             _, so = self.where(op, src, True)
             out += self.region(op, src.size, unit)
-            out += [f"D.await_packets(scr, {so}, n, tid, nt, flag, tmo, err, abt, RANK, OP_PACKET)", self.sync]
+            out += [f"D.await_packets(scr, {so}, n, tid, nt, flag, wctx, OP_PACKET)", self.sync]
             pairs = [(src, dst, so) for dst in op.dst_buff]
         else:
             pairs = [(src, dst, None) for src, dst in zip(op.src_buff, op.dst_buff)]

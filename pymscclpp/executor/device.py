@@ -133,12 +133,12 @@ def forward_packets(dst, dst_off, pkt, pkt_off, nbytes, tid, nthreads, flag, ctx
 
 
 @cuda.jit(device=True)
-def await_packets(pkt, pkt_off, nbytes, tid, nthreads, flag, timeout_ns, err, abort, rank, op):
+def await_packets(pkt, pkt_off, nbytes, tid, nthreads, flag, ctx, op):
     """Wait until the LL16 packets carrying ``nbytes`` at ``pkt[pkt_off:]`` hold this execution's flag
     (before the proxy forwards them as they are). False on timeout."""
     i = tid
     while i < (nbytes + LL16_DATA - 1) // LL16_DATA:
-        _, _, ok = read_packet_ll16(pkt, pkt_off + i * LL16_BYTES, flag, timeout_ns, err, abort, rank, -1, -1, op)
+        _, _, ok = read_packet_ll16(pkt, pkt_off + i * LL16_BYTES, flag, ctx, op)
         if not ok:
             return False
         i += nthreads

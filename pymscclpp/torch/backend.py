@@ -85,7 +85,9 @@ class MscclppProcessGroup(dist.ProcessGroup):
     def getBackendName(self) -> str:  # noqa: N802 (torch's names, called from C++ through pybind)
         return NAME
 
-    def getGroupName(self) -> str:  # noqa: N802 (torch keeps a group's name in its backends; we are our own)
+    # torch keeps a group's name in its C++ backends and this group has none: it keeps its own, reached from C++
+    # (torch >= 2.5 forwards getGroupName to Python) and from Python (group_name, on older torch too)
+    def getGroupName(self) -> str:  # noqa: N802
         return self._group_name
 
     def setGroupName(self, name: str) -> None:  # noqa: N802
@@ -96,6 +98,10 @@ class MscclppProcessGroup(dist.ProcessGroup):
 
     def setGroupDesc(self, desc: str) -> None:  # noqa: N802
         self._group_desc = desc
+
+    _set_group_name, _set_group_desc = setGroupName, setGroupDesc
+    group_name = property(getGroupName)
+    group_desc = property(getGroupDesc)
 
     def allreduce(self, tensors: list, opts) -> dist.Work:
         """dist.all_reduce (in place)."""
@@ -258,7 +264,10 @@ for _name in FORWARDED:
 def _fallback_group(kind: str, store: dist.Store, rank: int, size: int, timeout: timedelta) -> dist.ProcessGroup:
     """A ProcessGroup with one ``kind`` backend (nccl for CUDA tensors, gloo for CPU ones) on its own store prefix."""
     sub = dist.PrefixStore(f"fallback-{kind}/", store)
-    group = dist.ProcessGroup(sub, rank, size)
+    try:
+        group = dist.ProcessGroup(sub, rank, size)
+    except TypeError:  # torch < 2.6 asks for options naming the backend
+        group = dist.ProcessGroup(sub, rank, size, dist.ProcessGroup.Options(backend=kind))
     if kind == "nccl":
         options = dist.ProcessGroupNCCL.Options()
         options._timeout = timeout

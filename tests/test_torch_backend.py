@@ -209,14 +209,16 @@ def _functional_compile_dtensor(dist, store, rank: int, size: int) -> dict:
         y = x * 2
         dist.all_reduce(y)
         return y + 1
-    compiled = torch.compile(step, backend="aot_eager", fullgraph=True)  # fullgraph: no graph break at the call
+    device = torch.get_default_device().type  # cpu on the simulator, cuda in tests/gpu/run_torch.py
+    compiled = torch.compile(step, backend="inductor" if device == "cuda" else "aot_eager",
+                             fullgraph=True)  # fullgraph: the call breaks no graph
     assert torch.equal(compiled(torch.full((4,), rank + 1.0)), torch.full((4,), 7.0))
 
     torch.manual_seed(0)  # the same module and input on every rank
     mlp = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.ReLU(), torch.nn.Linear(16, 8))
     x = torch.randn(3, 8)
     want = mlp(x)
-    parallelize_module(mlp, init_device_mesh("cpu", (size,)), {"0": ColwiseParallel(), "2": RowwiseParallel()})
+    parallelize_module(mlp, init_device_mesh(device, (size,)), {"0": ColwiseParallel(), "2": RowwiseParallel()})
     assert mlp[0].weight.to_local().shape == (16 // size, 8)
     torch.testing.assert_close(mlp(x), want)
     dist.destroy_process_group()

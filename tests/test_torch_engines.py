@@ -13,7 +13,8 @@ from torch_ranks import run_ranks  # noqa: E402
 def _sglang_shape(dist, rank: int, size: int) -> None:
     import torch
     from pymscclpp.torch import PyMscclppCommunicator
-    comm = PyMscclppCommunicator(dist.group.WORLD, device=rank)  # SGLang passes its CPU (gloo) group
+    # SGLang passes its CPU (gloo) group and its GPU
+    comm = PyMscclppCommunicator(dist.group.WORLD, device=torch.get_default_device())
     x = torch.full((16,), rank + 1.0, dtype=torch.bfloat16)
     assert not comm.should_mscclpp_allreduce(x)  # disabled until the engine enables it (around graph capture)
     with comm.change_state(enable=True):
@@ -30,7 +31,7 @@ def _sglang_shape(dist, rank: int, size: int) -> None:
 def _vllm_shape(dist, rank: int, size: int) -> None:
     import torch
     from pymscclpp.torch import CustomAllreduce
-    ca = CustomAllreduce(dist.group.WORLD, device=rank, max_size=1024)
+    ca = CustomAllreduce(dist.group.WORLD, device=torch.get_default_device(), max_size=1024)
     x = torch.full((64,), rank + 1.0)
     assert ca.should_custom_ar(x) and not ca.should_custom_ar(torch.ones(256))  # 1024 bytes: not below max_size
     out = ca.custom_all_reduce(x)
@@ -43,12 +44,13 @@ def _vllm_shape(dist, rank: int, size: int) -> None:
 
 
 def _engine_shapes(dist, store, rank: int, size: int) -> None:
+    import torch
     dist.init_process_group("gloo", store=store, rank=rank, world_size=size)
     _sglang_shape(dist, rank, size)
     _vllm_shape(dist, rank, size)
     from pymscclpp.torch import PyMscclppCommunicator
     group = dist.new_group(backend="mscclpp")
-    shared = PyMscclppCommunicator(group, device=rank)
+    shared = PyMscclppCommunicator(group, device=torch.get_default_device())
     assert shared.comm is group.comm  # an mscclpp group lends its own Communicator
     shared.destroy()
     dist.destroy_process_group()

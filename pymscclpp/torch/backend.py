@@ -86,7 +86,7 @@ class MscclppProcessGroup(dist.ProcessGroup):
         return NAME
 
     # torch keeps a group's name in its C++ backends and this group has none: it keeps its own, reached from C++
-    # (torch >= 2.5 forwards getGroupName to Python) and from Python (group_name, on older torch too)
+    # (newer torch forwards getGroupName to Python) and from Python (group_name and _set_group_name, for 2.4)
     def getGroupName(self) -> str:  # noqa: N802
         return self._group_name
 
@@ -262,22 +262,27 @@ for _name in FORWARDED:
 
 
 def _fallback_group(kind: str, store: dist.Store, rank: int, size: int, timeout: timedelta) -> dist.ProcessGroup:
-    """A ProcessGroup with one ``kind`` backend (nccl for CUDA tensors, gloo for CPU ones) on its own store prefix."""
-    sub = dist.PrefixStore(f"fallback-{kind}/", store)
-    try:
-        group = dist.ProcessGroup(sub, rank, size)
-    except TypeError:  # torch < 2.6 asks for options naming the backend
-        group = dist.ProcessGroup(sub, rank, size, dist.ProcessGroup.Options(backend=kind))
+    """A ProcessGroup with one ``kind`` backend (nccl for CUDA tensors, gloo for CPU ones) on its own store prefix,
+    new for each group made on this store (a re-initialized group must not read the last one's addresses)."""
+    generation = (store.add(f"fallback-{kind}/calls", 1) - 1) // size
+    sub = dist.PrefixStore(f"fallback-{kind}/{generation}/", store)
+    types = dist.ProcessGroup.BackendType
     if kind == "nccl":
         options = dist.ProcessGroupNCCL.Options()
         options._timeout = timeout
-        backend, btype, device = dist.ProcessGroupNCCL(sub, rank, size, options), group.BackendType.NCCL, "cuda"
-    elif kind == "gloo":
-        backend, btype, device = dist.ProcessGroupGloo(sub, rank, size, timeout=timeout), group.BackendType.GLOO, "cpu"
+        backend, btype, devices = dist.ProcessGroupNCCL(sub, rank, size, options), types.NCCL, ["cuda"]
+    elif kind == "gloo":  # gloo takes CUDA tensors for some calls: the routing can be tested on one GPU
+        backend, btype = dist.ProcessGroupGloo(sub, rank, size, timeout=timeout), types.GLOO
+        devices = ["cpu"] if IS_SIM else ["cpu", "cuda"]
     else:
         raise InvalidUsageError(f"{FALLBACK_ENV}={kind!r}: expected nccl, gloo or none")
-    group._set_default_backend(btype)
-    group._register_backend(torch.device(device), btype, backend)
+    try:
+        group = dist.ProcessGroup(sub, rank, size)
+        group._set_default_backend(btype)
+    except TypeError:  # torch before 2.6 names the default backend in options instead
+        group = dist.ProcessGroup(sub, rank, size, dist.ProcessGroup.Options(backend=kind))
+    for device in devices:
+        group._register_backend(torch.device(device), btype, backend)
     return group
 
 

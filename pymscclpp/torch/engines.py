@@ -25,7 +25,8 @@ def _device(device) -> torch.device:
     """``device`` (an index, a name or a torch.device) as a torch.device; CPU stands in for CUDA on the simulator."""
     if IS_SIM:
         return torch.device("cpu")
-    return torch.device(f"cuda:{device}") if isinstance(device, int) else torch.device(device)
+    device = torch.device("cuda", device) if isinstance(device, int) else torch.device(device)
+    return device if device.index is not None else torch.device("cuda", torch.cuda.current_device())
 
 
 def communicator_from_group(group: dist.ProcessGroup | None, device) -> tuple[Communicator, bool]:

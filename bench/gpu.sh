@@ -107,6 +107,8 @@ steps() {  # every step at $np ranks
     run "${op}_graph" "${MPI[@]}" python3 -m pymscclpp.bench --op "$op" -b "${OP_MIN:-1K}" -e "${OP_MAX:-1G}" -f "${OP_STEP:-4}" \
       --graph --check --json "$out/${op}_graph.json"
   done
+  PYMSCCLPP_SOCKET_ADDR=127.0.0.1 run torch_tests "${MPI[@]}" python3 tests/gpu/run_torch.py  # one GPU: PYMSCCLPP_TORCH_FALLBACK=gloo
+  PYMSCCLPP_SOCKET_ADDR=127.0.0.1 run llama_tp "${MPI[@]}" python3 examples/llama_tp.py --tokens 32
   PYMSCCLPP_SOCKET_ADDR=127.0.0.1 run tp_decode "${MPI[@]}" python3 bench/tp_decode.py --layers 8 --batch 1,2,4,8,16,32,64
   run allreduce_eager "${MPI[@]}" python3 -m pymscclpp.bench -b 1K -e 1M -f 32 --eager --iters 20 --profile --json "$out/allreduce_eager.json"
   for step in ${EXTRA_STEPS:-}; do run "$step" bash -c "${!step}"; done

@@ -33,19 +33,6 @@ def parse_args() -> argparse.Namespace:
     return ap.parse_args()
 
 
-def launcher_env() -> None:
-    """torchrun's RANK/WORLD_SIZE/LOCAL_RANK/MASTER_*, filled in from Open MPI or PMI when started by mpirun."""
-    for ours, theirs in (("RANK", ("OMPI_COMM_WORLD_RANK", "PMI_RANK")),
-                         ("WORLD_SIZE", ("OMPI_COMM_WORLD_SIZE", "PMI_SIZE")),
-                         ("LOCAL_RANK", ("OMPI_COMM_WORLD_LOCAL_RANK", "MPI_LOCALRANKID"))):
-        for name in theirs:
-            if ours not in os.environ and name in os.environ:
-                os.environ[ours] = os.environ[name]
-    os.environ.setdefault("LOCAL_RANK", os.environ.get("RANK", "0"))
-    os.environ.setdefault("MASTER_ADDR", "127.0.0.1")
-    os.environ.setdefault("MASTER_PORT", "29517")
-
-
 def make_layers(args, tp: int, rank: int, device: str = "cuda") -> list[dict]:
     """This rank's shards of every layer: weights N(0, 1/fan_in) so activations stay O(1)."""
     import torch
@@ -105,6 +92,7 @@ def captured(step, x):
 
 def main() -> None:
     args = parse_args()
+    from pymscclpp.torch.launch import launcher_env
     launcher_env()
     import torch
     import torch.distributed as dist

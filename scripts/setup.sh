@@ -1,13 +1,20 @@
 #!/usr/bin/env bash
 # Create .venv (once) and install pymscclpp with its test extras: numba-cuda, mpi4py, an MPI (mpich), NVVM.
+# PyTorch (the torch extra, ~5 GB installed, ~1.5 min from this machine's package mirror) comes too under CI or
+# with PYMSCCLPP_TORCH=1; without it the torch tests skip.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PY=${PYTHON:-python3}
+extras=test
+if [ "${PYMSCCLPP_TORCH:-${CI:+1}}" = 1 ]; then
+  extras=test,torch
+fi
+stamp=.venv/.installed-$extras
 if [ ! -x .venv/bin/python ]; then
   "$PY" -m venv .venv
 fi
-if [ ! -f .venv/.installed ] || [ pyproject.toml -nt .venv/.installed ]; then
+if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ]; then
   .venv/bin/python -m pip install -q --upgrade pip
-  .venv/bin/python -m pip install -q -e ".[test]"
-  touch .venv/.installed
+  .venv/bin/python -m pip install -q -e ".[$extras]"
+  touch "$stamp"
 fi

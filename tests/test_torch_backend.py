@@ -3,68 +3,22 @@ processes share a TCPStore; torch itself stays optional."""
 
 from __future__ import annotations
 
-import multiprocessing as mp
 import os
-import queue
 import subprocess
 import sys
-import traceback
 
 import pytest
 
 torch = pytest.importorskip("torch")
 
-_CTX = mp.get_context("spawn")
-
-
-def _rank_main(fn, rank: int, size: int, ports, env: dict, results) -> None:
-    os.environ.update(env)
-    try:
-        import torch.distributed as dist
-        import pymscclpp.torch  # noqa: F401 (registers the backend)
-        if rank == 0:  # the store picks a free port itself (no race with other listeners) and tells the others
-            store = dist.TCPStore("127.0.0.1", 0, size, is_master=True, wait_for_workers=False)
-            for _ in range(size - 1):
-                ports.put(store.port)
-        else:
-            store = dist.TCPStore("127.0.0.1", ports.get(timeout=120), size, is_master=False)
-        results.put((rank, True, fn(dist, store, rank, size)))
-    except BaseException:
-        results.put((rank, False, traceback.format_exc()))
-
-
-def _run(fn, size: int = 2, env: dict | None = None, timeout: float = 240.0) -> list:
-    """Run ``fn(dist, store, rank, size)`` in ``size`` spawned rank processes; their results, or the failures."""
-    env = {"PYMSCCLPP_BACKEND": "sim", "PYMSCCLPP_SOCKET_ADDR": "127.0.0.1", **(env or {})}
-    results, port = _CTX.Queue(), _CTX.Queue()
-    procs = [_CTX.Process(target=_rank_main, args=(fn, r, size, port, env, results), daemon=True)
-             for r in range(size)]
-    for p in procs:
-        p.start()
-    out, errors = [None] * size, []
-    try:
-        for _ in range(size):
-            rank, ok, value = results.get(timeout=timeout)
-            if ok:
-                out[rank] = value
-            else:
-                errors.append(f"--- rank {rank} ---\n{value}")
-    except queue.Empty:
-        errors.append(f"ranks did not answer within {timeout} s")
-    finally:
-        for p in procs:
-            p.join(timeout=20)
-            if p.is_alive():
-                p.kill()
-    assert not errors, "\n".join(errors)
-    return out
+from torch_ranks import run_ranks as _run  # noqa: E402
 
 
 def _init(dist, store, rank: int, size: int) -> None:
     dist.init_process_group("mscclpp", store=store, rank=rank, world_size=size)
 
 
-def _five_collectives(dist, store, rank: int, size: int) -> None:
+def _served_collectives(dist, store, rank: int, size: int) -> None:
     import torch
     _init(dist, store, rank, size)
     assert dist.get_backend() == "mscclpp"
@@ -107,19 +61,42 @@ def _five_collectives(dist, store, rank: int, size: int) -> None:
     recv.zero_()
     dist.all_to_all_single(recv, send, [3] * size, [3] * size)
     assert torch.equal(recv[3:6], torch.arange(rank * 3, rank * 3 + 3, dtype=torch.int32) + 10)
+    _list_and_rooted_collectives(dist, rank, size)
     dist.destroy_process_group()
 
 
-def test_backend_serves_five_collectives_and_sum_min_max_prod_on_pymscclpp():
-    _run(_five_collectives)  # the simulator has no fallback: a forwarded call would raise
+def _list_and_rooted_collectives(dist, rank: int, size: int) -> None:
+    """all_gather and reduce_scatter of lists, scatter, gather, barrier, and async all_gather_into_tensor."""
+    import torch
+    parts = [torch.zeros(2, 3) for _ in range(size)]
+    dist.all_gather(parts, torch.full((2, 3), float(rank)))
+    assert all(torch.equal(p, torch.full((2, 3), float(r))) for r, p in enumerate(parts))
+    out = torch.zeros(4, dtype=torch.bfloat16)
+    dist.reduce_scatter(out, [torch.full((4,), float(r + rank), dtype=torch.bfloat16) for r in range(size)])
+    assert torch.equal(out, torch.full((4,), float(sum(rank + r for r in range(size))), dtype=torch.bfloat16))
+    mine = torch.zeros(3)
+    dist.scatter(mine, [torch.full((3,), 7.0 + r) for r in range(size)] if rank == 1 else None, src=1)
+    assert torch.equal(mine, torch.full((3,), 7.0 + rank))
+    gathered = [torch.zeros(2, dtype=torch.int32) for _ in range(size)] if rank == 0 else None
+    dist.gather(torch.full((2,), rank + 5, dtype=torch.int32), gathered, dst=0)
+    if rank == 0:
+        assert [g.tolist() for g in gathered] == [[r + 5] * 2 for r in range(size)]
+    dist.barrier()
+    flat = torch.zeros(size * 4)
+    work = dist.all_gather_into_tensor(flat, torch.full((4,), rank + 1.0), async_op=True)
+    work.wait()
+    assert torch.equal(flat, torch.arange(1.0, size + 1).repeat_interleave(4))
+
+
+def test_backend_serves_every_claimed_collective_on_pymscclpp():
+    _run(_served_collectives)  # the simulator has no fallback: a forwarded call would raise
 
 
 def _unserved_calls(dist, store, rank: int, size: int) -> dict:
     import torch
     from pymscclpp.errors import InvalidUsageError
     _init(dist, store, rank, size)
-    calls = {"barrier": lambda: dist.barrier(),
-             "send": lambda: dist.send(torch.ones(2), dst=1 - rank) if rank == 0 else dist.recv(torch.ones(2), src=0),
+    calls = {"send": lambda: dist.send(torch.ones(2), dst=1 - rank) if rank == 0 else dist.recv(torch.ones(2), src=0),
              "avg": lambda: dist.all_reduce(torch.ones(4), op=dist.ReduceOp.AVG),
              "float64": lambda: dist.all_reduce(torch.ones(4, dtype=torch.float64)),
              "uneven all_to_all": lambda: dist.all_to_all_single(torch.empty(3), torch.ones(3), [1, 2], [2, 1]),
@@ -138,9 +115,8 @@ def _unserved_calls(dist, store, rank: int, size: int) -> dict:
 
 def test_backend_unserved_calls_raise_clear_error_without_nccl():
     for messages in _run(_unserved_calls):
-        for name in ("barrier", "avg", "float64", "uneven all_to_all"):
+        for name in ("send", "avg", "float64", "uneven all_to_all"):
             assert "needs NCCL" in messages[name] and "simulator" in messages[name], messages[name]
-        assert "torch.distributed barrier" in messages["barrier"]
         assert "torch.distributed all_reduce" in messages["avg"] and "SUM, MIN, MAX, PRODUCT" in messages["avg"]
         assert "float32" in messages["float64"] and "uneven split sizes" in messages["uneven all_to_all"]
         assert "send" in messages["send"] or "recv" in messages["send"]
@@ -200,3 +176,56 @@ def _new_group(dist, store, rank: int, size: int) -> None:
 
 def test_backend_serves_a_group_made_by_new_group_beside_another_backend():
     _run(_new_group)
+
+
+def _count_calls(comm) -> dict:
+    """Wrap ``comm``'s collectives to count the calls that reach pymscclpp."""
+    counts = {}
+    for name in ("all_reduce", "all_gather", "reduce_scatter", "all_to_all", "broadcast"):
+        def counted(*args, _name=name, _call=getattr(comm, name), **kwargs):
+            counts[_name] = counts.get(_name, 0) + 1
+            return _call(*args, **kwargs)
+        setattr(comm, name, counted)
+    return counts
+
+
+def _functional_compile_dtensor(dist, store, rank: int, size: int) -> dict:
+    import torch
+    import torch.distributed._functional_collectives as fc
+    from torch.distributed.device_mesh import init_device_mesh
+    from torch.distributed.tensor.parallel import ColwiseParallel, RowwiseParallel, parallelize_module
+    _init(dist, store, rank, size)
+    group = dist.group.WORLD
+    counts = _count_calls(group.comm)
+    assert torch.equal(fc.all_reduce(torch.full((4,), rank + 1.0), "sum", group), torch.full((4,), 3.0))
+    assert torch.equal(fc.all_gather_tensor(torch.full((2,), float(rank)), 0, group), torch.tensor([0.0, 0, 1, 1]))
+    assert torch.equal(fc.reduce_scatter_tensor(torch.arange(4.0), "sum", 0, group),
+                       torch.arange(4.0)[2 * rank:2 * rank + 2] * 2)
+    assert torch.equal(fc.all_to_all_single(torch.arange(4.0) + 10 * rank, None, None, group),
+                       torch.tensor([0.0, 1, 10, 11]) + 2 * rank)
+    functional = dict(counts)
+
+    def step(x):
+        y = x * 2
+        dist.all_reduce(y)
+        return y + 1
+    device = torch.get_default_device().type  # cpu on the simulator, cuda in tests/gpu/run_torch.py
+    compiled = torch.compile(step, backend="inductor" if device == "cuda" else "aot_eager",
+                             fullgraph=True)  # fullgraph: the call breaks no graph
+    assert torch.equal(compiled(torch.full((4,), rank + 1.0)), torch.full((4,), 7.0))
+
+    torch.manual_seed(0)  # the same module and input on every rank
+    mlp = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.ReLU(), torch.nn.Linear(16, 8))
+    x = torch.randn(3, 8)
+    want = mlp(x)
+    parallelize_module(mlp, init_device_mesh(device, (size,)), {"0": ColwiseParallel(), "2": RowwiseParallel()})
+    assert mlp[0].weight.to_local().shape == (16 // size, 8)
+    torch.testing.assert_close(mlp(x), want)
+    dist.destroy_process_group()
+    return {"functional": functional, "total": counts}
+
+
+def test_functional_collectives_compiled_all_reduce_and_dtensor_tp_run_on_pymscclpp():
+    for result in _run(_functional_compile_dtensor):
+        assert result["functional"] == {"all_reduce": 1, "all_gather": 1, "reduce_scatter": 1, "all_to_all": 1}
+        assert result["total"]["all_reduce"] >= 3  # + the compiled call + RowwiseParallel's output

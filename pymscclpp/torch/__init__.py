@@ -10,8 +10,11 @@ try:
 except ImportError as _exc:
     raise ImportError("pymscclpp.torch needs PyTorch: pip install 'pymscclpp[torch]'") from _exc
 
-from pymscclpp.torch.backend import FORWARDED, MscclppProcessGroup, communicator_from_store, register
+from pymscclpp.torch.backend import FORWARDED, SERVED, MscclppProcessGroup, communicator_from_store, register
+from pymscclpp.torch.engines import CustomAllreduce, PyMscclppCommunicator, communicator_from_group
+from pymscclpp.torch.ops import reduce_op_name
 
 register()
 
-__all__ = ["FORWARDED", "MscclppProcessGroup", "communicator_from_store", "register"]
+__all__ = ["FORWARDED", "SERVED", "CustomAllreduce", "MscclppProcessGroup", "PyMscclppCommunicator",
+           "communicator_from_group", "communicator_from_store", "reduce_op_name", "register"]

@@ -1,6 +1,10 @@
-"""The ``"mscclpp"`` torch.distributed backend: a Python ProcessGroup serving five collectives with a pymscclpp
+"""The ``"mscclpp"`` torch.distributed backend: a Python ProcessGroup serving the collectives below with a pymscclpp
 Communicator on the caller's current stream (so CUDA graphs capture them) and forwarding every other call to
-an NCCL process group made lazily on the same ranks and store.
+a process group made lazily on the same ranks and store (NCCL on GPUs).
+
+Each collective is defined under every name torch 2.4 .. 2.14 calls it by (``_allgather_base`` up to 2.12,
+``all_gather_single`` after, the ``*_coalesced`` forms functional collectives use), and the group keeps its own
+name, so functional collectives, ``torch.compile`` and DTensor find it in torch's group registry.
 """
 
 from __future__ import annotations
@@ -12,22 +16,18 @@ import torch
 import torch.distributed as dist
 from torch._C._distributed_c10d import _create_work_from_future
 
-from pymscclpp.channels.reduce import DTYPE_KINDS
-from pymscclpp.communicator import Communicator, serves_reduction
+from pymscclpp.communicator import Communicator
 from pymscclpp.errors import InvalidUsageError
 from pymscclpp.fallback import nccl as nccl_fallback
 from pymscclpp.runtime.backend import IS_SIM
 from pymscclpp.runtime.bootstrap import UniqueId, get_unique_id
+from pymscclpp.torch.ops import UNREDUCED, reduce_op_name
 
 NAME = "mscclpp"
 FALLBACK_ENV = "PYMSCCLPP_TORCH_FALLBACK"  # nccl (default on GPUs), gloo (CPU tensors), none (default on the sim)
-FORWARDED = ("allreduce_coalesced", "allgather", "allgather_coalesced", "allgather_into_tensor_coalesced",
-             "all_gather_single_coalesced", "alltoall", "barrier", "gather", "scatter", "reduce", "reduce_scatter",
-             "reduce_scatter_tensor_coalesced", "reduce_scatter_single_coalesced", "send", "recv", "recv_anysource")
-SERVED = ("all_reduce", "all_gather_into_tensor", "reduce_scatter_tensor", "broadcast", "all_to_all_single")
-_R = dist.ReduceOp.RedOpType
-_OPS = {_R.SUM: "sum", _R.MIN: "min", _R.MAX: "max", _R.PRODUCT: "prod"}  # ops our algorithms serve
-_UNREDUCED = f"pymscclpp reduces only SUM, MIN, MAX, PRODUCT of {', '.join(DTYPE_KINDS)}"
+FORWARDED = ("allgather_coalesced", "alltoall", "reduce", "send", "recv", "recv_anysource")
+SERVED = ("all_reduce", "all_gather_into_tensor", "all_gather", "reduce_scatter_tensor", "reduce_scatter",
+          "broadcast", "all_to_all_single", "barrier", "scatter", "gather")
 
 
 def communicator_from_store(store: dist.Store, rank: int, size: int, key: str = "pymscclpp/uid") -> Communicator:
@@ -53,65 +53,180 @@ def _single(tensors: list, what: str) -> torch.Tensor:
     return tensors[0]
 
 
+def _pairs(outputs: list, inputs: list, what: str) -> zip:
+    if len(outputs) != len(inputs):
+        raise InvalidUsageError(f"mscclpp backend {what}: {len(outputs)} outputs for {len(inputs)} inputs")
+    return zip(outputs, inputs)
+
+
+def _method(group: dist.ProcessGroup, *names: str):
+    """The first of ``names`` this torch's ProcessGroup binds (its collectives were renamed in torch 2.13)."""
+    return next(getattr(group, name) for name in names if hasattr(group, name))
+
+
 def _even(splits: list, tensor: torch.Tensor, size: int) -> bool:
     """True when all_to_all split sizes (empty: even) cut ``tensor``'s rows into ``size`` equal slots."""
     return not splits or all(s * size == tensor.shape[0] for s in splits)
 
 
-def _op_name(tensor: torch.Tensor, reduce_op) -> str | None:
-    """The pymscclpp name of ``reduce_op`` when our algorithms reduce ``tensor``'s dtype with it, else None."""
-    op = _OPS.get(reduce_op.op)
-    return op if op is not None and serves_reduction(str(tensor.dtype).removeprefix("torch."), op) else None
-
-
 class MscclppProcessGroup(dist.ProcessGroup):
-    """all_reduce, all_gather_into_tensor, reduce_scatter_tensor, broadcast and even all_to_all_single of one tensor
-    (sum/min/max/prod, float32/bfloat16/float16/int32/uint8) run on pymscclpp; the rest goes to the fallback group."""
+    """all_reduce, all_gather (tensor and list), reduce_scatter (tensor and list), broadcast, even
+    all_to_all_single and barrier run on pymscclpp (reductions: sum/min/max/prod of float32/bfloat16/float16/
+    int32/uint8); the rest goes to the fallback group."""
 
     def __init__(self, store: dist.Store, rank: int, size: int, timeout: timedelta):
         super().__init__(rank, size)
         self.comm = communicator_from_store(store, rank, size)
         self._store, self._timeout = store, timeout
         self._fallback: dist.ProcessGroup | None = None
+        self._group_name = self._group_desc = ""
+        self._token: torch.Tensor | None = None  # barrier's one-element all-reduce, made on first use
 
-    def getBackendName(self) -> str:  # noqa: N802 (torch's name)
+    def getBackendName(self) -> str:  # noqa: N802 (torch's names, called from C++ through pybind)
         return NAME
+
+    # torch keeps a group's name in its C++ backends and this group has none: it keeps its own, reached from C++
+    # (newer torch forwards getGroupName to Python) and from Python (group_name and _set_group_name, for 2.4)
+    def getGroupName(self) -> str:  # noqa: N802
+        return self._group_name
+
+    def setGroupName(self, name: str) -> None:  # noqa: N802
+        self._group_name = name
+
+    def getGroupDesc(self) -> str:  # noqa: N802
+        return self._group_desc
+
+    def setGroupDesc(self, desc: str) -> None:  # noqa: N802
+        self._group_desc = desc
+
+    _set_group_name, _set_group_desc = setGroupName, setGroupDesc
+    group_name = property(getGroupName)
+    group_desc = property(getGroupDesc)
 
     def allreduce(self, tensors: list, opts) -> dist.Work:
         """dist.all_reduce (in place)."""
         tensor = _single(tensors, "all_reduce")
-        op = _op_name(tensor, opts.reduceOp)
+        op = reduce_op_name(tensor.dtype, opts.reduceOp)
         if op is None:
-            return self._fallback_group("all_reduce", _UNREDUCED).allreduce(tensors, opts)
+            return self._fallback_group("all_reduce", UNREDUCED).allreduce(tensors, opts)
         self.comm.all_reduce(tensor, op=op)
         return _done(tensors)
 
-    def all_gather_single(self, output: torch.Tensor, input: torch.Tensor, opts) -> dist.Work:  # noqa: A002
-        """dist.all_gather_into_tensor / all_gather_single."""
+    def allreduce_coalesced(self, tensors: list, opts) -> dist.Work:
+        """dist.all_reduce_coalesced: one all-reduce per tensor (the fallback takes them all if any needs it)."""
+        ops = [reduce_op_name(t.dtype, opts.reduceOp) for t in tensors]
+        if None in ops:
+            return self._fallback_group("all_reduce_coalesced", UNREDUCED).allreduce_coalesced(tensors, opts)
+        for tensor, op in zip(tensors, ops):
+            self.comm.all_reduce(tensor, op=op)
+        return _done(tensors)
+
+    def all_gather_single(self, output: torch.Tensor, input: torch.Tensor, opts=None) -> dist.Work:  # noqa: A002
+        """dist.all_gather_into_tensor (``_allgather_base`` before torch 2.13)."""
         self.comm.all_gather(input, output)
         return _done([output])
 
+    _allgather_base = all_gather_single
+
+    def all_gather_single_coalesced(self, outputs: list, inputs: list, opts=None) -> dist.Work:
+        """Functional all_gather_tensor and coalesced all_gather_into_tensor: one all-gather per pair."""
+        for output, input in _pairs(outputs, inputs, "all_gather_into_tensor"):  # noqa: A001
+            self.comm.all_gather(input, output)
+        return _done(outputs)
+
+    allgather_into_tensor_coalesced = all_gather_single_coalesced
+
+    def allgather(self, output_lists: list, inputs: list, opts=None) -> dist.Work:
+        """dist.all_gather (a list of ``size`` outputs): gathered into one buffer, then copied out."""
+        input = _single(inputs, "all_gather")  # noqa: A001
+        outputs = _single(output_lists, "all_gather")
+        gathered = input.new_empty((len(outputs), *input.shape))
+        self.comm.all_gather(input.contiguous(), gathered)
+        for out, part in zip(outputs, gathered.unbind(0)):
+            out.copy_(part)
+        return _done(outputs)
+
     def reduce_scatter_single(self, output: torch.Tensor, input: torch.Tensor, opts) -> dist.Work:  # noqa: A002
-        """dist.reduce_scatter_tensor / reduce_scatter_single."""
-        op = _op_name(input, opts.reduceOp)
+        """dist.reduce_scatter_tensor (``_reduce_scatter_base`` before torch 2.13)."""
+        op = reduce_op_name(input.dtype, opts.reduceOp)
         if op is None:
-            return self._fallback_group("reduce_scatter_tensor", _UNREDUCED).reduce_scatter_single(output, input, opts)
+            group = self._fallback_group("reduce_scatter_tensor", UNREDUCED)
+            return _method(group, "reduce_scatter_single", "_reduce_scatter_base")(output, input, opts)
         self.comm.reduce_scatter(input, output, op=op)
         return _done([output])
+
+    _reduce_scatter_base = reduce_scatter_single
+
+    def reduce_scatter_single_coalesced(self, outputs: list, inputs: list, opts) -> dist.Work:
+        """Functional reduce_scatter_tensor and coalesced reduce_scatter_tensor: one reduce-scatter per pair."""
+        ops = [reduce_op_name(t.dtype, opts.reduceOp) for t in inputs]
+        if None in ops:
+            group = self._fallback_group("reduce_scatter_tensor_coalesced", UNREDUCED)
+            return group.reduce_scatter_tensor_coalesced(outputs, inputs, opts)
+        for (output, input), op in zip(_pairs(outputs, inputs, "reduce_scatter_tensor"), ops):  # noqa: A001
+            self.comm.reduce_scatter(input, output, op=op)
+        return _done(outputs)
+
+    reduce_scatter_tensor_coalesced = reduce_scatter_single_coalesced
+
+    def reduce_scatter(self, outputs: list, input_lists: list, opts) -> dist.Work:
+        """dist.reduce_scatter (a list of ``size`` inputs): concatenated, then reduce-scattered into the output."""
+        output, inputs = _single(outputs, "reduce_scatter"), _single(input_lists, "reduce_scatter")
+        op = reduce_op_name(output.dtype, opts.reduceOp)
+        if op is None:
+            return self._fallback_group("reduce_scatter", UNREDUCED).reduce_scatter(outputs, input_lists, opts)
+        staged = output if output.is_contiguous() else torch.empty_like(output, memory_format=torch.contiguous_format)
+        self.comm.reduce_scatter(torch.cat([t.reshape(-1) for t in inputs]), staged.view(-1), op=op)
+        if staged is not output:
+            output.copy_(staged)
+        return _done(outputs)
 
     def broadcast(self, tensors: list, opts) -> dist.Work:
         """dist.broadcast (in place, from ``opts.rootRank``)."""
         self.comm.broadcast(_single(tensors, "broadcast"), root=opts.rootRank)
         return _done(tensors)
 
+    def scatter(self, outputs: list, input_lists: list, opts) -> dist.Work:
+        """dist.scatter (DTensor's distribute_tensor): the root's list broadcast as one buffer, each rank keeps its
+        slot; simple rather than fast, as scatter is for set-up."""
+        output, root = _single(outputs, "scatter"), opts.rootRank
+        staged = output.new_empty((self.size(), *output.shape))
+        if self.rank() == root:
+            torch.stack(_single(input_lists, "scatter"), out=staged)
+        self.comm.broadcast(staged, root=root)
+        output.copy_(staged[self.rank()])
+        return _done(outputs)
+
+    def gather(self, output_lists: list, inputs: list, opts) -> dist.Work:
+        """dist.gather: an all-gather into one buffer, copied out on the root."""
+        input = _single(inputs, "gather")  # noqa: A001
+        gathered = input.new_empty((self.size(), *input.shape))
+        self.comm.all_gather(input.contiguous(), gathered)
+        if self.rank() == opts.rootRank:
+            for out, part in zip(_single(output_lists, "gather"), gathered.unbind(0)):
+                out.copy_(part)
+        return _done(output_lists[0] if output_lists else [])
+
     def all_to_all_single(self, output: torch.Tensor, input: torch.Tensor, output_split_sizes: list,  # noqa: A002
-                          input_split_sizes: list, opts) -> dist.Work:
-        """dist.all_to_all_single; uneven split sizes go to the fallback group."""
+                          input_split_sizes: list, opts=None) -> dist.Work:
+        """dist.all_to_all_single (``alltoall_base`` before torch 2.13); uneven split sizes go to the fallback."""
         if not (_even(output_split_sizes, output, self.size()) and _even(input_split_sizes, input, self.size())):
-            return self._fallback_group("all_to_all_single", "uneven split sizes").all_to_all_single(
-                output, input, output_split_sizes, input_split_sizes, opts)
+            group = self._fallback_group("all_to_all_single", "uneven split sizes")
+            return _method(group, "all_to_all_single", "alltoall_base")(output, input, output_split_sizes,
+                                                                        input_split_sizes, opts)
         self.comm.all_to_all(input, output)
         return _done([output])
+
+    alltoall_base = all_to_all_single
+
+    def barrier(self, opts=None) -> dist.Work:
+        """dist.barrier: a one-element all-reduce on pymscclpp, waited for on the host, as NCCL's barrier is."""
+        if self._token is None:
+            self._token = torch.zeros(1, dtype=torch.int32, device="cpu" if IS_SIM else torch.cuda.current_device())
+        self.comm.all_reduce(self._token)
+        if not IS_SIM:
+            torch.cuda.current_stream(self._token.device).synchronize()
+        return _done([self._token])
 
     def _forward(self, name: str, *args, **kwargs) -> dist.Work:
         group = self._fallback_group(name, f"pymscclpp serves only {', '.join(SERVED)}")
@@ -147,19 +262,27 @@ for _name in FORWARDED:
 
 
 def _fallback_group(kind: str, store: dist.Store, rank: int, size: int, timeout: timedelta) -> dist.ProcessGroup:
-    """A ProcessGroup with one ``kind`` backend (nccl for CUDA tensors, gloo for CPU ones) on its own store prefix."""
-    sub = dist.PrefixStore(f"fallback-{kind}/", store)
-    group = dist.ProcessGroup(sub, rank, size)
+    """A ProcessGroup with one ``kind`` backend (nccl for CUDA tensors, gloo for CPU ones) on its own store prefix,
+    new for each group made on this store (a re-initialized group must not read the last one's addresses)."""
+    generation = (store.add(f"fallback-{kind}/calls", 1) - 1) // size
+    sub = dist.PrefixStore(f"fallback-{kind}/{generation}/", store)
+    types = dist.ProcessGroup.BackendType
     if kind == "nccl":
         options = dist.ProcessGroupNCCL.Options()
         options._timeout = timeout
-        backend, btype, device = dist.ProcessGroupNCCL(sub, rank, size, options), group.BackendType.NCCL, "cuda"
-    elif kind == "gloo":
-        backend, btype, device = dist.ProcessGroupGloo(sub, rank, size, timeout=timeout), group.BackendType.GLOO, "cpu"
+        backend, btype, devices = dist.ProcessGroupNCCL(sub, rank, size, options), types.NCCL, ["cuda"]
+    elif kind == "gloo":  # gloo takes CUDA tensors for some calls: the routing can be tested on one GPU
+        backend, btype = dist.ProcessGroupGloo(sub, rank, size, timeout=timeout), types.GLOO
+        devices = ["cpu"] if IS_SIM else ["cpu", "cuda"]
     else:
         raise InvalidUsageError(f"{FALLBACK_ENV}={kind!r}: expected nccl, gloo or none")
-    group._set_default_backend(btype)
-    group._register_backend(torch.device(device), btype, backend)
+    try:
+        group = dist.ProcessGroup(sub, rank, size)
+        group._set_default_backend(btype)
+    except TypeError:  # torch before 2.6 names the default backend in options instead
+        group = dist.ProcessGroup(sub, rank, size, dist.ProcessGroup.Options(backend=kind))
+    for device in devices:
+        group._register_backend(torch.device(device), btype, backend)
     return group
 
 

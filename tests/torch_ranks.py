@@ -1,0 +1,54 @@
+"""Run a function in torch rank processes on the simulator: CPU tensors stand in for CUDA ones, the ranks share a
+TCPStore."""
+
+from __future__ import annotations
+
+import multiprocessing as mp
+import os
+import queue
+import traceback
+
+_CTX = mp.get_context("spawn")
+
+
+def _rank_main(fn, rank: int, size: int, ports, env: dict, results) -> None:
+    os.environ.update(env)
+    try:
+        import torch.distributed as dist
+        import pymscclpp.torch  # noqa: F401 (registers the backend)
+        if rank == 0:  # the store picks a free port itself (no race with other listeners) and tells the others
+            store = dist.TCPStore("127.0.0.1", 0, size, is_master=True, wait_for_workers=False)
+            for _ in range(size - 1):
+                ports.put(store.port)
+        else:
+            store = dist.TCPStore("127.0.0.1", ports.get(timeout=120), size, is_master=False)
+        results.put((rank, True, fn(dist, store, rank, size)))
+    except BaseException:
+        results.put((rank, False, traceback.format_exc()))
+
+
+def run_ranks(fn, size: int = 2, env: dict | None = None, timeout: float = 240.0) -> list:
+    """Run ``fn(dist, store, rank, size)`` in ``size`` spawned rank processes; their results, or the failures."""
+    env = {"PYMSCCLPP_BACKEND": "sim", "PYMSCCLPP_SOCKET_ADDR": "127.0.0.1", **(env or {})}
+    results, port = _CTX.Queue(), _CTX.Queue()
+    procs = [_CTX.Process(target=_rank_main, args=(fn, r, size, port, env, results), daemon=True)
+             for r in range(size)]
+    for p in procs:
+        p.start()
+    out, errors = [None] * size, []
+    try:
+        for _ in range(size):
+            rank, ok, value = results.get(timeout=timeout)
+            if ok:
+                out[rank] = value
+            else:
+                errors.append(f"--- rank {rank} ---\n{value}")
+    except queue.Empty:
+        errors.append(f"ranks did not answer within {timeout} s")
+    finally:
+        for p in procs:
+            p.join(timeout=20)
+            if p.is_alive():
+                p.kill()
+    assert not errors, "\n".join(errors)
+    return out

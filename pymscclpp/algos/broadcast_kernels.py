@@ -23,7 +23,9 @@ def broadcast(chans, inp, out, scratch, flags, nbytes, slot_bytes, rank, nranks,
         for _ in range(1 if proto == LL else min(nrounds, 2)):
             mc.signal(chans[peer_index(root, rank)], b)
     for rd in range(nrounds):
-        flag, half, lo, n, at = begin(proto, flags, nbytes, slot_bytes, rd, 1)
+        # halves of ``nranks`` slots, as every one-shot algorithm sharing this scratch lays them out (the root uses
+        # slot 0): a half is never reused by the very next launch, whichever algorithm that is
+        flag, half, lo, n, at = begin(proto, flags, nbytes, slot_bytes, rd, nranks)
         if rank == root:
             if tid < nranks - 1:
                 mc.wait(chans[tid], b)

@@ -51,10 +51,10 @@ def lanes(comm, protocol: str, blocks: int) -> Lanes:
 class OneShot(Algorithm):
     """A one-shot collective on ``blocks`` blocks of ``threads``. Kernels take ``(chans, inp, out, scratch, flags,
     nbytes, slot_bytes, rank, nranks, *params, proto)``; ``send_all``/``recv_all``: the
-    send / receive buffer holds ``size`` slots; ``rooted``: one sender and one scratch slot."""
+    send / receive buffer holds ``size`` slots."""
 
     kernel = None
-    send_all = recv_all = rooted = False
+    send_all = recv_all = False
     constraint = Constraint(hosts=1)
 
     def __init__(self, name: str, protocol: str, blocks: int, threads: int, max_bytes: float = float("inf")):
@@ -136,11 +136,10 @@ class AllToAll(AllGather):
 
 
 class Broadcast(OneShot):
-    """Root-to-all through one scratch slot per half, with credits from peers to the root."""
+    """Root-to-all through slot 0 of each scratch half, with credits from peers to the root."""
 
     collective = "broadcast"
     kernel = broadcast_kernels.broadcast
-    rooted = True
     params = ("root",)
 
     def param_values(self, call: Call) -> tuple:

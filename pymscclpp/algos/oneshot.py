@@ -29,7 +29,9 @@ class Lanes:
     """What the one-shot algorithms of one protocol and grid share on a communicator: a MemoryChannel to every
     peer with one semaphore per block, a scratch of two halves of ``size`` slots of ``slot_bytes``, and one flag
     per block. Sharing is safe because a communicator's calls run one after another (as with NCCL), and every
-    block's flag advances by one per launch (packets) or round (simple) whichever algorithm runs."""
+    block's flag advances by one per launch (packets) or round (simple) whichever algorithm runs, and every one of
+    them lays scratch out alike (halves of ``size`` slots of ``slot_bytes``), so a half is never reused by the very
+    next launch."""
 
     def __init__(self, comm, blocks: int, slot_bytes: int):
         from numba import cuda
@@ -62,19 +64,12 @@ class OneShot(Algorithm):
         self.message_range = (0, max_bytes)
         self.kernel_launch: Launch | None = None  # its compile_s and disk_cache_hit say how it got ready
 
-    def slot_bytes(self, comm) -> int:
-        """Bytes between scratch slots: whole packets for ``PACKET_MAX`` (per slot), or one round."""
-        if self.protocol == "simple":
-            return simple_round_bytes(comm.size)
-        per_slot = PACKET_MAX // comm.size if self.send_all or self.recv_all else PACKET_MAX
-        return (per_slot + 7) // 8 * 16
-
     def setup(self, comm) -> None:
         self.lanes = shared = lanes(comm, self.protocol, self.blocks)
         self.size = comm.size
         v = shared.view
         args = {"chans": shared.handles, "inp": v, "out": v, "scratch": v, "flags": shared.flags, "nbytes": 0,
-                "slot_bytes": self.slot_bytes(comm), "rank": comm.rank, "nranks": comm.size}
+                "slot_bytes": shared.slot_bytes, "rank": comm.rank, "nranks": comm.size}
         args.update(dict.fromkeys(self.params, 0))
         args["proto"] = PROTOCOLS[self.protocol]
         self.kernel_launch = Launch(self.kernel, self.blocks, self.threads, args)

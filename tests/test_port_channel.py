@@ -89,5 +89,7 @@ def test_dead_proxy_thread_surfaces_on_both_ranks():
     pool("eth2").run(cases.proxy_thread_dies)
 
 
-def test_faulted_pools_still_work_with_a_fresh_proxy():
+def test_after_a_proxy_fault_a_new_communicator_on_the_same_ranks_works():
+    # a fault is sticky on its communicator (as NCCL's errors): the ranks go on with a new one
+    _pools.pop("eth2").close()
     pool("eth2").run(cases.ring_put, nbytes=777, src_off=1, dst_off=2, seed=9, mode="put_with_signal")

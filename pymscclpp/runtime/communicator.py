@@ -62,7 +62,7 @@ class Communicator:
         self._extensions: dict = {}
         slots = _max_semaphores()
         self.device_pool = DevicePool(slots, self.job_token, self.rank, self.device)
-        self.host_pool = HostPool(slots)
+        self.host_pool = HostPool(slots + ERR_WORDS + 1)  # + the error area and the abort word, taken first
         err_slot = self.host_pool.slots.take(ERR_WORDS)  # host memory the device writes: read with no sync
         self.error_area = view_as(self.host_pool.device_inbound(err_slot, ERR_WORDS), np.int64)
         self._error_words = self.host_pool.words[err_slot:err_slot + ERR_WORDS].view(np.int64)

@@ -36,5 +36,5 @@ def test_communicator_whose_peers_never_start_times_out_at_rendezvous_within_bud
 def test_setup_call_the_peer_never_makes_times_out_naming_rank_peer_and_op(op, words):
     out = pool().run(cases.setup_peer_absent, op=op, budget=0.5, timeout=60)[0]
     assert out["kind"] == "CommTimeoutError", out
-    assert out["text"].startswith("rank 0: ") and words in out["text"] and "timed out after 0.5 s" in out["text"], out
+    assert "rank 0: " in out["text"] and words in out["text"] and "timed out after 0.5 s" in out["text"], out
     assert 0.45 <= out["elapsed"] < 4, out["elapsed"]

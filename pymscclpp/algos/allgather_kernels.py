@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from numba import cuda
 
-from .blocks import begin, copy_unless_same, end_round, peer_rank, receive, rounds, scale, send_to_peers, sync_round
+from .blocks import begin_and_send, copy_unless_same, end_round, peer_rank, receive, rounds, scale, sync_round
 
 
 @cuda.jit(cache=True)
@@ -17,10 +17,9 @@ def exchange(chans, inp, out, scratch, flags, nbytes, slot_bytes, rank, nranks, 
     tid, nt = cuda.threadIdx.x, cuda.blockDim.x
     sc = scale(proto)
     for rd in range(rounds(proto, nbytes, slot_bytes)):
-        flag, half, lo, n, at = begin(proto, flags, nbytes, slot_bytes, rd, nranks)
+        flag, half, lo, n, at = begin_and_send(proto, chans, flags, inp, nbytes, slot_bytes, rd, rank, nranks,
+                                               send_stride, tid, nt)
         if n > 0:
-            send_to_peers(proto, chans, half + rank * slot_bytes + sc * lo, inp, at, send_stride, rank, nranks, n,
-                          tid, nt, flag)
             copy_unless_same(out, rank * nbytes + at, inp, rank * send_stride + at, n, tid, nt)
         sync_round(proto, chans, nranks)  # in place, our slots are read above before peers' data lands below
         if n > 0:

@@ -153,3 +153,14 @@ def sync_round(proto, chans, nranks):
         cuda.syncthreads()
     else:
         signal_and_wait_all(chans, nranks)
+
+
+@cuda.jit(device=True)
+def begin_and_send(proto, chans, flags, inp, nbytes, slot_bytes, rd, rank, nranks, send_stride, tid, nthreads):
+    """``begin`` round ``rd`` and ``send_to_peers`` the block's slice into slot ``rank`` of every peer's scratch;
+    (flag, scratch half, first byte within the round, byte count, first byte of the buffer)."""
+    flag, half, lo, n, at = begin(proto, flags, nbytes, slot_bytes, rd, nranks)
+    if n > 0:
+        send_to_peers(proto, chans, half + rank * slot_bytes + scale(proto) * lo, inp, at, send_stride, rank, nranks,
+                      n, tid, nthreads, flag)
+    return flag, half, lo, n, at

@@ -11,7 +11,7 @@ from numba import cuda
 from ..channels import primitives as prim
 from ..channels import reduce as red
 from ..channels.device_errors import OP_PACKET
-from .blocks import LL, begin, end_round, rounds, scale, send_to_peers, sync_round
+from .blocks import LL, begin_and_send, end_round, rounds, scale, sync_round
 
 
 @cuda.jit(device=True)
@@ -49,10 +49,8 @@ def reduce(chans, inp, out, scratch, flags, nbytes, slot_bytes, rank, nranks, se
     tid, nt = cuda.threadIdx.x, cuda.blockDim.x
     sc = scale(proto)
     for rd in range(rounds(proto, nbytes, slot_bytes)):
-        flag, half, lo, n, at = begin(proto, flags, nbytes, slot_bytes, rd, nranks)
-        if n > 0:
-            send_to_peers(proto, chans, half + rank * slot_bytes + sc * lo, inp, at, send_stride, rank, nranks, n,
-                          tid, nt, flag)
+        flag, half, lo, n, at = begin_and_send(proto, chans, flags, inp, nbytes, slot_bytes, rd, rank, nranks,
+                                               send_stride, tid, nt)
         sync_round(proto, chans, nranks)
         if n > 0:
             reduce_slots(proto, out, at, inp, rank * send_stride + at, rank, scratch, half + sc * lo, slot_bytes,

@@ -11,7 +11,7 @@ from numba import cuda
 from ..channels import primitives as prim
 from ..channels import reduce as red
 from ..channels.device_errors import OP_PACKET
-from .blocks import LL, begin_and_send, end_round, rounds, scale, sync_round
+from .blocks import LL, begin_and_send, end_round, rounds, scale, signal_and_wait_all
 
 
 @cuda.jit(device=True)
@@ -51,7 +51,8 @@ def reduce(chans, inp, out, scratch, flags, nbytes, slot_bytes, rank, nranks, se
     for rd in range(rounds(proto, nbytes, slot_bytes)):
         flag, half, lo, n, at = begin_and_send(proto, chans, flags, inp, nbytes, slot_bytes, rd, rank, nranks,
                                                send_stride, tid, nt)
-        sync_round(proto, chans, nranks)
+        if proto != LL:  # packets need no barrier: the reduction waits for each packet itself
+            signal_and_wait_all(chans, nranks)
         if n > 0:
             reduce_slots(proto, out, at, inp, rank * send_stride + at, rank, scratch, half + sc * lo, slot_bytes,
                          nranks, n, tid, nt, flag, kind, op, chans)

@@ -16,6 +16,7 @@ from typing import Callable
 from ..errors import InvalidUsageError
 from ..runtime.backend import IS_SIM
 from .algorithm import COLLECTIVES, Algorithm, Call
+from .cross_host import CrossHost
 from .oneshot import PACKET_MAX, AllGather, AllReduce, AllToAll, Broadcast, ReduceScatter
 
 _INF = float("inf")
@@ -35,6 +36,9 @@ def builtin_factories() -> dict[tuple[str, str], Callable[[], Algorithm]]:
     for collective, cls in _ONE_SHOT.items():
         out[collective, "packet"] = lambda cls=cls: cls("packet", "packet", *grid["packet"], PACKET_MAX)
         out[collective, "simple"] = lambda cls=cls: cls("simple", "simple", *grid["simple"])
+    for collective in _ONE_SHOT:  # ranks on several hosts: the one-shot kernels need one host, these do not
+        out[collective, "cross_host_ll"] = lambda c=collective: CrossHost("cross_host_ll", c, "LL", 64 << 10)
+        out[collective, "cross_host"] = lambda c=collective: CrossHost("cross_host", c)
     out["all_reduce", "packet"] = lambda: AllReduce("packet", "packet", *grid["packet_narrow"], PACKET_MAX)
     out["all_reduce", "packet_wide"] = lambda: AllReduce("packet_wide", "packet", *grid["packet"], PACKET_MAX)
     return out

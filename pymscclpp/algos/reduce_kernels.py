@@ -21,7 +21,7 @@ def reduce_slots(proto, out, at, inp, own_off, rank, scratch, base, slot_bytes, 
     scratch at ``base + r * slot_bytes`` (packets waited for; simple after the round's signals)."""
     if proto == LL:
         red.reduce_packets_ll16(out, at, inp, own_off, rank, scratch, base, slot_bytes, nranks, n, tid, nt, flag,
-                                kind, op, chans, OP_PACKET)
+                                kind, op, chans[0], OP_PACKET)
         return
     own = inp
     off = own_off

@@ -128,6 +128,12 @@ def put_packets_ll16(pkt, pkt_off, src, src_off, nbytes, tid, nthreads, flag):
 def read_packet_ll16(pkt, byte_off, flag, ctx, op):
     """Spin until the LL16 packet at ``byte_off`` carries ``flag``; its two data words, and False (error
     recorded in ``ctx`` for ``op``) past the budget or once the host set its abort word."""
+    return read_packet_ll16_from(pkt, byte_off, flag, ctx, ctx.peer, op)
+
+
+@cuda.jit(device=True)
+def read_packet_ll16_from(pkt, byte_off, flag, ctx, peer, op):
+    """``read_packet_ll16`` naming ``peer`` as the sender in a recorded error (one context serves many peers)."""
     f = np.uint32(flag)
     a, fa, c, fc = load_v4_volatile(pkt, byte_off)
     if fa == f and fc == f:
@@ -141,10 +147,10 @@ def read_packet_ll16(pkt, byte_off, flag, ctx, op):
             return a, c, True
         spins += 1
         if aborted(ctx.abort, spins):
-            record_abort(ctx.err, op, ctx.rank, ctx.peer, ctx.channel, flag, fa)
+            record_abort(ctx.err, op, ctx.rank, peer, ctx.channel, flag, fa)
             return a, c, False
         if ctx.timeout_ns > 0 and globaltimer() - start > ctx.timeout_ns:
-            record_timeout(ctx.err, op, ctx.rank, ctx.peer, ctx.channel, flag, fa)
+            record_timeout(ctx.err, op, ctx.rank, peer, ctx.channel, flag, fa)
             return a, c, False
 
 

@@ -11,7 +11,7 @@ import numpy as np
 from numba import cuda
 
 from .primitives import (LL16_BYTES, LL16_DATA, data_word, gather_word, put_word, scatter_word,
-                         read_packet_ll16)
+                         read_packet_ll16_from)
 from .ptx import (address_of, f16_to_f32, f32_as_u32, f32_to_f16, load_u32, load_v4, store_u32,
                   store_v4, u32_as_f32)
 
@@ -135,10 +135,10 @@ def reduce_bytes(dst, dst_off, a, a_off, b, b_off, nbytes, tid, nthreads, kind, 
 
 @cuda.jit(device=True)
 def reduce_packets_ll16(dst, dst_off, local, local_off, local_slot, pkt, pkt_off, slot_stride, nslots, nbytes,
-                        tid, nthreads, flag, kind, op, ctxs, op_code):
+                        tid, nthreads, flag, kind, op, ctx, op_code):
     """Reduce ``nslots`` sources in slot order into ``dst``: slot ``local_slot`` from ``local``, every other
-    slot s from the LL16 packets at ``pkt[pkt_off + s * slot_stride:]`` (waited for, errors recorded in
-    ``ctxs[j]``, j being s's index among the other slots: the channels to the peers). False on timeout."""
+    slot s from the LL16 packets at ``pkt[pkt_off + s * slot_stride:]`` (waited for; an error is recorded in
+    ``ctx`` naming rank s). False on timeout."""
     npkt = (nbytes + LL16_DATA - 1) // LL16_DATA
     i = tid
     while i < npkt:
@@ -151,8 +151,8 @@ def reduce_packets_ll16(dst, dst_off, local, local_off, local_slot, pkt, pkt_off
                 x0 = data_word(local, local_off + off, rem)
                 x1 = data_word(local, local_off + off + 4, rem - 4)
             else:
-                x0, x1, ok = read_packet_ll16(pkt, pkt_off + s * slot_stride + i * LL16_BYTES, flag,
-                                              ctxs[s if s < local_slot else s - 1], op_code)
+                x0, x1, ok = read_packet_ll16_from(pkt, pkt_off + s * slot_stride + i * LL16_BYTES, flag, ctx, s,
+                                                   op_code)
                 if not ok:
                     return False
             if s == 0:

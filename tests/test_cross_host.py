@@ -5,24 +5,20 @@ from __future__ import annotations
 import pytest
 
 import collective_cases as cases
-from rankpool import RankPool
+from rankpool import PoolCache
 
-_pools: dict = {}
+pools = PoolCache(env={"PYMSCCLPP_TIMEOUT_S": "60"})
 
 
-def pool(hosts: tuple) -> RankPool:
-    if hosts not in _pools:
-        _pools[hosts] = RankPool(len(hosts), env={"PYMSCCLPP_TIMEOUT_S": "60"},
-                                 rank_env=[{"PYMSCCLPP_HOST_ID": h} for h in hosts])
-    return _pools[hosts]
+def pool(hosts: tuple):
+    """Ranks on the faked hosts ``hosts`` (a host id per rank)."""
+    return pools(len(hosts), [{"PYMSCCLPP_HOST_ID": h} for h in hosts])
 
 
 @pytest.fixture(scope="module", autouse=True)
 def _close_pools():
     yield
-    for p in _pools.values():
-        p.close()
-    _pools.clear()
+    pools.close()
 
 
 @pytest.mark.parametrize("hosts", [("A", "B"), ("A", "A", "B")])

@@ -1,6 +1,7 @@
 """Host-side costs, in one run: import, communicator set-up, each collective's first call (and whether numba's
 disk cache served its kernel), and the eager enqueue cost of each collective against a one-element-wise torch
-op (a trivial numba kernel launch without torch) in the same process.
+op (a trivial numba kernel launch without torch) in the same process; with torch on a GPU, also the CUDA-graph
+latency of a bf16 all-reduce at 1 KB, 64 KB and 1 MB.
 
 ``mpirun -np 2 python -m pymscclpp.bench --op host [--json FILE]``: on one GPU (ranks may share it) or on the
 simulator, where only the host figures mean anything. Run it twice with one ``PYMSCCLPP_CACHE_DIR`` to see a
@@ -104,6 +105,30 @@ def host_us(fn, calls: int, reps: int, barrier, torch) -> float:
     return statistics.median(samples)
 
 
+def graph_us(torch, comm, nbytes: int, iters: int = 50, reps: int = 20, barrier=None) -> float:
+    """Median microseconds per all-reduce of ``nbytes`` bf16 over CUDA-graph replays of ``iters`` calls."""
+    x = torch.ones(max(1, nbytes // 2), dtype=torch.bfloat16, device="cuda")
+    comm.all_reduce(x)
+    torch.cuda.synchronize()
+    graph, stream = torch.cuda.CUDAGraph(), torch.cuda.Stream()
+    stream.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(stream), torch.cuda.graph(graph, stream=stream):
+        for _ in range(iters):
+            comm.all_reduce(x)
+    torch.cuda.current_stream().wait_stream(stream)
+    start, stop = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    samples = []
+    for _ in range(reps):
+        barrier()
+        torch.cuda.synchronize()
+        start.record()
+        graph.replay()
+        stop.record()
+        stop.synchronize()
+        samples.append(start.elapsed_time(stop) * 1e3 / iters)
+    return statistics.median(samples)
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(prog="python -m pymscclpp.bench --op host", description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -142,6 +167,9 @@ def main(argv=None) -> int:
     rows["reference_us"] = host_us(ref, args.calls, args.reps, world.Barrier, torch)
     for c, fn in calls.items():
         rows[f"eager_{c}_us"] = host_us(fn, args.calls, args.reps, world.Barrier, torch)
+    if torch is not None and pymscclpp.BACKEND == "gpu":  # device latency, for runs before and after a change
+        for nbytes in (1 << 10, 64 << 10, 1 << 20):
+            rows[f"graph_all_reduce_{nbytes}_us"] = graph_us(torch, comm, nbytes, barrier=world.Barrier)
     comm.check_device_errors()
     comm.close()
     if world.Get_rank() == 0:

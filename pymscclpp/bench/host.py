@@ -105,28 +105,13 @@ def host_us(fn, calls: int, reps: int, barrier, torch) -> float:
     return statistics.median(samples)
 
 
-def graph_us(torch, comm, nbytes: int, iters: int = 50, reps: int = 20, barrier=None) -> float:
+def graph_us(torch, comm, nbytes: int, barrier, iters: int = 50, reps: int = 20) -> float:
     """Median microseconds per all-reduce of ``nbytes`` bf16 over CUDA-graph replays of ``iters`` calls."""
+    from .timing import capture, time_graph
     x = torch.ones(max(1, nbytes // 2), dtype=torch.bfloat16, device="cuda")
     comm.all_reduce(x)
     torch.cuda.synchronize()
-    graph, stream = torch.cuda.CUDAGraph(), torch.cuda.Stream()
-    stream.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(stream), torch.cuda.graph(graph, stream=stream):
-        for _ in range(iters):
-            comm.all_reduce(x)
-    torch.cuda.current_stream().wait_stream(stream)
-    start, stop = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    samples = []
-    for _ in range(reps):
-        barrier()
-        torch.cuda.synchronize()
-        start.record()
-        graph.replay()
-        stop.record()
-        stop.synchronize()
-        samples.append(start.elapsed_time(stop) * 1e3 / iters)
-    return statistics.median(samples)
+    return time_graph(capture(lambda: comm.all_reduce(x), iters), iters, reps, barrier)
 
 
 def main(argv=None) -> int:
@@ -169,7 +154,7 @@ def main(argv=None) -> int:
         rows[f"eager_{c}_us"] = host_us(fn, args.calls, args.reps, world.Barrier, torch)
     if torch is not None and pymscclpp.BACKEND == "gpu":  # device latency, for runs before and after a change
         for nbytes in (1 << 10, 64 << 10, 1 << 20):
-            rows[f"graph_all_reduce_{nbytes}_us"] = graph_us(torch, comm, nbytes, barrier=world.Barrier)
+            rows[f"graph_all_reduce_{nbytes}_us"] = graph_us(torch, comm, nbytes, world.Barrier)
     comm.check_device_errors()
     comm.close()
     if world.Get_rank() == 0:

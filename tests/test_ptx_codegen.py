@@ -25,8 +25,18 @@ def test_wait_loops_are_bounded_by_the_global_timer(ptx_counts):
 
 
 def test_semaphore_and_packet_waits_also_read_the_hosts_abort_word(ptx_counts):
-    for kernel in ("ring_pingpong", "packets", "reduce_2ranks", "reduce", "exchange", "broadcast"):
+    for kernel in ("ring_pingpong", "packets", "reduce_ll_2ranks", "reduce_ll", "reduce_simple", "exchange_ll",
+                   "exchange_simple", "broadcast_ll", "broadcast_simple"):
         assert ptx_counts[kernel, "ld.relaxed.sys.global.b64"] > 0, kernel
+
+
+def test_packet_entry_kernels_carry_no_simple_protocol_code(ptx_counts):
+    # the protocol is fixed at compile time: the packet kernels never signal a semaphore, the simple ones do
+    for family in ("reduce", "exchange"):
+        assert ptx_counts[f"{family}_ll", "red.release.sys.global.add"] == 0, family
+        assert ptx_counts[f"{family}_simple", "red.release.sys.global.add"] > 0, family
+        assert ptx_counts[f"{family}_ll", "st.volatile.global.v4.u32"] > 0, family
+        assert ptx_counts[f"{family}_simple", "st.volatile.global.v4.u32"] == 0, family
 
 
 def test_ll16_and_ll8_packets_are_single_volatile_stores(ptx_counts):

@@ -1,4 +1,5 @@
-"""The all-gather and all-to-all kernel: one exchange, a per-peer send stride apart, the protocol a parameter.
+"""The all-gather and all-to-all kernel: one exchange, a per-peer send stride apart, the protocol a
+compile-time parameter (one body, an entry kernel per protocol).
 ``chans[j]`` is the channel to the j-th peer in rank order: its ``dst`` is that peer's scratch, ``scratch`` our
 own.
 """
@@ -7,11 +8,12 @@ from __future__ import annotations
 
 from numba import cuda
 
-from .blocks import begin_and_send, copy_unless_same, end_round, peer_rank, receive, rounds, scale, sync_round
+from .blocks import (LL, SIMPLE, begin_and_send, copy_unless_same, end_round, peer_rank, receive, rounds, scale,
+                     sync_round)
 
 
-@cuda.jit(cache=True)
-def exchange(chans, inp, out, scratch, flags, nbytes, slot_bytes, rank, nranks, send_stride, proto):
+@cuda.jit(device=True)
+def exchange(proto, chans, inp, out, scratch, flags, nbytes, slot_bytes, rank, nranks, send_stride):
     """``inp[p * send_stride:][:nbytes]`` lands in rank p's ``out`` slot ``rank`` (``send_stride`` 0: all-gather,
     ``nbytes``: all-to-all): one packet hop (LL) or rounds of ``slot_bytes`` per slot (simple)."""
     tid, nt = cuda.threadIdx.x, cuda.blockDim.x
@@ -28,3 +30,15 @@ def exchange(chans, inp, out, scratch, flags, nbytes, slot_bytes, rank, nranks, 
                 receive(proto, out, p * nbytes + at, scratch, half + p * slot_bytes + sc * lo, n, tid, nt, flag,
                         chans[j])
         end_round(flags, flag)
+
+
+@cuda.jit(cache=True)
+def exchange_ll(chans, inp, out, scratch, flags, nbytes, slot_bytes, rank, nranks, send_stride):
+    """``exchange`` with LL16 packets."""
+    exchange(LL, chans, inp, out, scratch, flags, nbytes, slot_bytes, rank, nranks, send_stride)
+
+
+@cuda.jit(cache=True)
+def exchange_simple(chans, inp, out, scratch, flags, nbytes, slot_bytes, rank, nranks, send_stride):
+    """``exchange`` with the simple protocol."""
+    exchange(SIMPLE, chans, inp, out, scratch, flags, nbytes, slot_bytes, rank, nranks, send_stride)

@@ -15,7 +15,6 @@ from ..channels.device_errors import OP_PACKET
 from ..channels.ptx import address_of
 
 LL, SIMPLE = 0, 1
-PROTOCOLS = {"packet": LL, "simple": SIMPLE}
 
 
 @cuda.jit(device=True)

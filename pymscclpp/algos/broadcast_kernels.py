@@ -1,5 +1,5 @@
 """The broadcast kernel: the root sends its data into every peer's scratch (one slot per half), each peer
-copies it out; the protocol a parameter. Peers hand the root a credit per scratch half they have freed, so the
+copies it out; the protocol a compile-time parameter (one body, an entry kernel per protocol). Peers hand the root a credit per scratch half they have freed, so the
 root never overwrites data a slow peer has yet to read, whichever rank was root before.
 """
 
@@ -11,8 +11,8 @@ from ..channels import memory_channel as mc
 from .blocks import LL, SIMPLE, begin, copy_unless_same, end_round, peer_index, receive, rounds, scale, send
 
 
-@cuda.jit(cache=True)
-def broadcast(chans, inp, out, scratch, flags, nbytes, slot_bytes, rank, nranks, root, proto):
+@cuda.jit(device=True)
+def broadcast(proto, chans, inp, out, scratch, flags, nbytes, slot_bytes, rank, nranks, root):
     """The root sends each round once every peer's credit for its half has come (packets: a peer's launch
     began; simple: it read round r - 2); peers receive it into ``out``."""
     tid, nt = cuda.threadIdx.x, cuda.blockDim.x
@@ -51,3 +51,15 @@ def broadcast(chans, inp, out, scratch, flags, nbytes, slot_bytes, rank, nranks,
                 if tid == 0 and rd + 2 < nrounds:
                     mc.signal(ch, b)
         end_round(flags, flag)
+
+
+@cuda.jit(cache=True)
+def broadcast_ll(chans, inp, out, scratch, flags, nbytes, slot_bytes, rank, nranks, root):
+    """``broadcast`` with LL16 packets."""
+    broadcast(LL, chans, inp, out, scratch, flags, nbytes, slot_bytes, rank, nranks, root)
+
+
+@cuda.jit(cache=True)
+def broadcast_simple(chans, inp, out, scratch, flags, nbytes, slot_bytes, rank, nranks, root):
+    """``broadcast`` with the simple protocol."""
+    broadcast(SIMPLE, chans, inp, out, scratch, flags, nbytes, slot_bytes, rank, nranks, root)

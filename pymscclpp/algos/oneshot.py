@@ -13,7 +13,6 @@ from ..runtime.launch import Launch
 from ..runtime.memory import alloc
 from .algorithm import Algorithm, Call, Constraint
 from . import allgather_kernels, broadcast_kernels, reduce_kernels
-from .blocks import PROTOCOLS
 
 PACKET_MAX = 1 << 20  # the largest message a packet algorithm serves
 
@@ -51,11 +50,11 @@ def lanes(comm, protocol: str, blocks: int) -> Lanes:
 
 
 class OneShot(Algorithm):
-    """A one-shot collective on ``blocks`` blocks of ``threads``. Kernels take ``(chans, inp, out, scratch, flags,
-    nbytes, slot_bytes, rank, nranks, *params, proto)``; ``send_all``/``recv_all``: the
-    send / receive buffer holds ``size`` slots."""
+    """A one-shot collective on ``blocks`` blocks of ``threads``. ``kernels`` maps each protocol to its entry
+    kernel, taking ``(chans, inp, out, scratch, flags, nbytes, slot_bytes, rank, nranks, *params)``;
+    ``send_all``/``recv_all``: the send / receive buffer holds ``size`` slots."""
 
-    kernel = None
+    kernels: dict = {}
     send_all = recv_all = False
     constraint = Constraint(hosts=1)
 
@@ -71,10 +70,9 @@ class OneShot(Algorithm):
         args = {"chans": shared.handles, "inp": v, "out": v, "scratch": v, "flags": shared.flags, "nbytes": 0,
                 "slot_bytes": shared.slot_bytes, "rank": comm.rank, "nranks": comm.size}
         args.update(dict.fromkeys(self.params, 0))
-        args["proto"] = PROTOCOLS[self.protocol]
-        self.kernel_launch = Launch(self.kernel, self.blocks, self.threads, args)
+        self.kernel_launch = Launch(self.kernels[self.protocol], self.blocks, self.threads, args)
 
-    params: tuple = ()  # the kernel's per-call integers between ``nranks`` and ``proto``
+    params: tuple = ()  # the kernel's per-call integers after ``nranks``
 
     def param_values(self, call: Call) -> tuple:
         """The values of ``params`` for ``call``."""
@@ -96,7 +94,7 @@ class AllReduce(OneShot):
     (small messages), ``simple`` puts plus one signal per block and peer, in rounds (large messages)."""
 
     collective = "all_reduce"
-    kernel = reduce_kernels.reduce
+    kernels = {"packet": reduce_kernels.reduce_ll, "simple": reduce_kernels.reduce_simple}
     params = ("send_stride", "kind", "op")
 
     def param_values(self, call: Call) -> tuple:
@@ -115,7 +113,7 @@ class AllGather(OneShot):
     """All-pairs exchange: ``recv`` slot r is rank r's ``send``."""
 
     collective = "all_gather"
-    kernel = allgather_kernels.exchange
+    kernels = {"packet": allgather_kernels.exchange_ll, "simple": allgather_kernels.exchange_simple}
     recv_all = True
     params = ("send_stride",)
 
@@ -134,7 +132,7 @@ class Broadcast(OneShot):
     """Root-to-all through slot 0 of each scratch half, with credits from peers to the root."""
 
     collective = "broadcast"
-    kernel = broadcast_kernels.broadcast
+    kernels = {"packet": broadcast_kernels.broadcast_ll, "simple": broadcast_kernels.broadcast_simple}
     params = ("root",)
 
     def param_values(self, call: Call) -> tuple:

@@ -1,7 +1,9 @@
 """The one-shot reducing kernel: ``inp[p * send_stride:][:nbytes]`` goes to rank p's scratch (at slot ``rank``),
 and every rank reduces its own slot over all ranks in rank order, so results are bit-identical on every rank.
 ``send_stride`` 0 is an all-reduce (every peer gets the whole buffer), ``nbytes`` a reduce-scatter. Channels,
-scratch halves and block shares as in ``allgather_kernels``; the protocol is a parameter.
+scratch halves and block shares as in ``allgather_kernels``; the protocol is a
+compile-time parameter: one body, an entry kernel per protocol, so each compiles only its own path (as NCCL's
+templates instantiate one per protocol).
 """
 
 from __future__ import annotations
@@ -11,7 +13,7 @@ from numba import cuda
 from ..channels import primitives as prim
 from ..channels import reduce as red
 from ..channels.device_errors import OP_PACKET
-from .blocks import LL, begin_and_send, end_round, rounds, scale, signal_and_wait_all
+from .blocks import LL, SIMPLE, begin_and_send, end_round, rounds, scale, signal_and_wait_all
 
 
 @cuda.jit(device=True)
@@ -42,8 +44,8 @@ def reduce_slots(proto, out, at, inp, own_off, rank, scratch, base, slot_bytes, 
         cuda.syncthreads()  # the next step reads ``out`` in its own thread layout
 
 
-@cuda.jit(cache=True)
-def reduce(chans, inp, out, scratch, flags, nbytes, slot_bytes, rank, nranks, send_stride, kind, op, proto):
+@cuda.jit(device=True)
+def reduce(proto, chans, inp, out, scratch, flags, nbytes, slot_bytes, rank, nranks, send_stride, kind, op):
     """One-shot reduction of ``nbytes`` per slot: one packet hop (LL), or rounds of ``slot_bytes`` per slot
     (simple; needs ``nranks >= 2``, one rank being a copy)."""
     tid, nt = cuda.threadIdx.x, cuda.blockDim.x
@@ -57,3 +59,15 @@ def reduce(chans, inp, out, scratch, flags, nbytes, slot_bytes, rank, nranks, se
             reduce_slots(proto, out, at, inp, rank * send_stride + at, rank, scratch, half + sc * lo, slot_bytes,
                          nranks, n, tid, nt, flag, kind, op, chans)
         end_round(flags, flag)
+
+
+@cuda.jit(cache=True)
+def reduce_ll(chans, inp, out, scratch, flags, nbytes, slot_bytes, rank, nranks, send_stride, kind, op):
+    """``reduce`` with LL16 packets."""
+    reduce(LL, chans, inp, out, scratch, flags, nbytes, slot_bytes, rank, nranks, send_stride, kind, op)
+
+
+@cuda.jit(cache=True)
+def reduce_simple(chans, inp, out, scratch, flags, nbytes, slot_bytes, rank, nranks, send_stride, kind, op):
+    """``reduce`` with the simple protocol."""
+    reduce(SIMPLE, chans, inp, out, scratch, flags, nbytes, slot_bytes, rank, nranks, send_stride, kind, op)

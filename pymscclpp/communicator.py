@@ -29,6 +29,14 @@ def _torch_state(buf) -> tuple | None:
     return buf.data_ptr(), buf.numel(), buf.dtype
 
 
+def _current_stream_of(tensor):
+    """``f(device)``: the raw handle of torch's current stream, which a call with no stream runs on."""
+    if IS_SIM:
+        return lambda device: 0
+    import torch
+    return torch._C._cuda_getCurrentRawStream
+
+
 def serves_reduction(dtype: str, op: str) -> bool:
     """Whether pymscclpp's own algorithms reduce ``dtype`` (a name: float32, bfloat16, ...) with ``op`` (sum,
     min, max, prod); the NCCL drop-in and the torch backend ask this too, and send the rest to NCCL."""
@@ -48,13 +56,14 @@ class Communicator(_RuntimeCommunicator):
         hit = self._repeats.get(key)
         if hit is None:
             return False
-        _, states, algorithm, call = hit
-        if states != (_torch_state(sendbuf), _torch_state(recvbuf)):
+        (send, recv), states, algorithm, call, current_stream = hit
+        if (send.data_ptr(), send.numel(), send.dtype) != states[0] or \
+                (recv is not None and (recv.data_ptr(), recv.numel(), recv.dtype) != states[1]):
             return False
-        handle = stream_handle(stream, sendbuf, self.device)
+        handle = current_stream(self.device) if stream is None else stream_handle(stream, sendbuf, self.device)
         if handle != call.stream:
             call = call._replace(stream=handle)
-            self._repeats[key] = hit[:3] + (call,)
+            self._repeats[key] = hit[:3] + (call, current_stream)
         self.raise_if_failed()
         algorithm.launch(call)
         if IS_SIM:
@@ -197,4 +206,4 @@ class Communicator(_RuntimeCommunicator):
         if states[0] is not None and (recvbuf is None or states[1] is not None):
             if len(self._repeats) >= _REPEATS:
                 del self._repeats[next(iter(self._repeats))]
-            self._repeats[key] = ((sendbuf, recvbuf), states, algorithm, call)
+            self._repeats[key] = ((sendbuf, recvbuf), states, algorithm, call, _current_stream_of(sendbuf))

@@ -1,8 +1,10 @@
-"""Where compiled kernels are kept between processes: numba's disk cache, in a folder named by a digest of
-pymscclpp's device code and the numba-cuda version, so that a change to any device function (which numba's own
-cache does not track across modules) compiles afresh, and two ranks compiling one kernel at once are safe
-(numba writes its cache files atomically). ``PYMSCCLPP_CACHE_DIR`` moves it (default ``~/.cache/pymscclpp``);
-``NUMBA_CACHE_DIR``, when set, is left as it is.
+"""Where compiled kernels are kept between processes, in folders named by a digest of pymscclpp's device code
+and the numba-cuda version, so that a change to any device function (which numba's own cache does not track
+across modules) compiles afresh: numba's disk cache, and the linked cubins of pymscclpp's own kernels (and the
+executor's generated ones), which a later process loads with no numba typing or target set-up at all (that
+set-up costs 0.5-1 s per process). Two ranks writing one kernel at once are safe (files are replaced
+atomically). ``PYMSCCLPP_CACHE_DIR`` moves it (default ``~/.cache/pymscclpp``); ``NUMBA_CACHE_DIR``, when set,
+is left as it is.
 """
 
 from __future__ import annotations
@@ -11,7 +13,11 @@ import functools
 import hashlib
 import importlib.metadata
 import os
+import tempfile
+import time
 from pathlib import Path
+
+from . import numba_compat as nc
 
 _ROOT = Path(__file__).resolve().parent.parent
 # every file whose code ends up in a compiled kernel, or whose constants do
@@ -47,3 +53,37 @@ def configure() -> None:
     if "numba" in sys.modules:
         from numba.core import config
         config.CACHE_DIR = where
+
+
+def _cubin_path(kernel, argtypes: tuple, cc: tuple[int, int]) -> Path | None:
+    """Where the cubin of ``kernel`` for ``argtypes`` on ``cc`` is kept, or None for a kernel defined outside
+    pymscclpp and its generated code (its device functions could change unseen)."""
+    source = Path(kernel.py_func.__code__.co_filename).resolve()
+    if not (source.is_relative_to(_ROOT) or source.is_relative_to(root().resolve())) or not source.is_file():
+        return None
+    h = hashlib.sha256(source.read_bytes())
+    for part in (kernel.py_func.__qualname__, repr(argtypes), repr(cc), nc.options(kernel)):
+        h.update(b"|" + part.encode())
+    return root() / "cubin" / device_code_digest() / f"{kernel.py_func.__name__}-{h.hexdigest()[:24]}.cubin"
+
+
+def function_for(kernel, argtypes: tuple) -> tuple[int, float, bool]:
+    """(CUfunction, seconds to get it, whether it came from disk) of dispatcher ``kernel`` for ``argtypes`` in
+    the current context: a kept cubin if there is one, else numba compiles (or loads its cache) and the cubin
+    is kept."""
+    from numba import cuda
+    start = time.perf_counter()
+    path = _cubin_path(kernel, argtypes, cuda.get_current_device().compute_capability)
+    if path is not None and path.is_file():
+        entry, _, cubin = path.read_bytes().partition(b"\n")
+        return nc.load_binary(cubin, entry.decode()), time.perf_counter() - start, True
+    compiled, _, hit = nc.compile_for(kernel, argtypes)
+    func = nc.cu_function(compiled)
+    kept = nc.binary(compiled, cuda.get_current_device().compute_capability) if path is not None else None
+    if kept is not None:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=path.parent, suffix=".tmp")
+        with os.fdopen(fd, "wb") as f:
+            f.write(kept[1].encode() + b"\n" + kept[0])
+        os.replace(tmp, path)
+    return func, time.perf_counter() - start, hit

@@ -13,6 +13,7 @@ import ctypes
 import os
 
 from ..errors import BackendError
+from . import kernel_cache
 from . import numba_compat as nc
 from .backend import IS_SIM
 
@@ -72,8 +73,8 @@ class Launch:
     """``kernel[griddim, blockdim](**args)`` ready to issue again and again with ``launch(stream)``.
 
     ``args`` maps the kernel's parameter names, in order, to values (they stay referenced: their memory must
-    outlive the launch). ``compile_s``: seconds to compile or load the kernel; ``disk_cache_hit``: numba's disk
-    cache served it."""
+    outlive the launch). ``compile_s``: seconds to compile or load the kernel; ``disk_cache_hit``: it came from
+    disk (a kept cubin, or numba's cache)."""
 
     def __init__(self, kernel, griddim: int, blockdim: int, args: dict, sharedmem: int = 0):
         names = list(args)
@@ -86,15 +87,16 @@ class Launch:
         self.compile_s, self.disk_cache_hit = 0.0, False
         if IS_SIM:
             return
-        compiled, self.compile_s, self.disk_cache_hit = nc.compile_for(kernel, tuple(args.values()))
+        argtypes = nc.argument_types_of(kernel, tuple(args.values()))
         if self.mode == "numba":
+            _, self.compile_s, self.disk_cache_hit = nc.compile_for(kernel, argtypes)
             return
+        self._func, self.compile_s, self.disk_cache_hit = kernel_cache.function_for(kernel, argtypes)
         flat: list = []
         self._first: dict[str, int] = {}
-        for name, ty in zip(names, nc.argument_types(compiled)):
+        for name, ty in zip(names, argtypes):
             self._first[name] = len(flat)
             nc.flatten(ty, args[name], flat)
-        self._func = nc.cu_function(compiled)
         self._cu = _driver().cuLaunchKernel
         offsets, total = _param_offsets(flat)
         if self.mode == "packed" and _driver_offsets(self._func, len(flat)) in (None, offsets):

@@ -1,7 +1,8 @@
 """Everything pymscclpp needs from numba-cuda's internals, in one place, for the versions it was tested with.
 
-The launcher compiles a dispatcher for given argument values, reads the compiled kernel's CUfunction and lays
-out its parameters the way numba-cuda's own launch path does (``_Kernel._prepare_args``). Those are private
+The launcher types argument values as a dispatcher does, compiles it (or loads the cubin it linked before),
+reads the compiled kernel's CUfunction and lays out its parameters the way numba-cuda's own launch path does
+(``_Kernel._prepare_args``). Those are private
 details of numba-cuda: a numba-cuda outside ``TESTED`` gets a warning once here, and the test suite fails
 (``tests/test_numba_compat.py``) until the range is checked and widened.
 """
@@ -48,14 +49,51 @@ def _warn_untested() -> None:
                           RuntimeWarning, stacklevel=3)
 
 
-def compile_for(kernel, args: tuple):
-    """(compiled kernel, seconds taken, whether numba's disk cache served it) of dispatcher ``kernel`` for ``args``."""
+def argument_types_of(kernel, args: tuple) -> tuple:
+    """The numba types dispatcher ``kernel`` gives the values ``args`` (no compilation)."""
     _warn_untested()
+    return tuple(kernel.typeof_pyval(a) for a in args)
+
+
+def compile_for(kernel, argtypes: tuple):
+    """(compiled kernel, seconds taken, whether numba's disk cache served it) of dispatcher ``kernel`` for
+    ``argtypes``."""
     start = time.perf_counter()
-    argtypes = tuple(kernel.typeof_pyval(a) for a in args)
     hits = sum(kernel._cache_hits.values())
     compiled = kernel.compile(argtypes)
     return compiled, time.perf_counter() - start, sum(kernel._cache_hits.values()) > hits
+
+
+def options(kernel) -> str:
+    """The compile options of dispatcher ``kernel``, as text (part of what names its compiled code)."""
+    return repr(sorted((k, repr(v)) for k, v in kernel.targetoptions.items()))
+
+
+def binary(compiled, cc: tuple[int, int]) -> tuple[bytes, str] | None:
+    """(linked cubin for ``cc``, entry name) of a compiled kernel, or None when loading it needs more than
+    the module (numba set-up functions)."""
+    lib = compiled._codelibrary
+    if lib._setup_functions or lib._teardown_functions:
+        return None
+    return bytes(lib.get_cubin(cc=cc)), lib._entry_name
+
+
+_modules: list = []  # modules loaded from cubins stay loaded for the process
+
+
+def load_binary(cubin: bytes, entry: str) -> int:
+    """The CUfunction (as an int) of ``entry`` in ``cubin``, loaded into numba's current context."""
+    from cuda.bindings import driver as cu
+    from numba import cuda
+    cuda.current_context()
+    err, module = cu.cuModuleLoadData(cubin)
+    if err != cu.CUresult.CUDA_SUCCESS:
+        raise BackendError(f"cuModuleLoadData failed: {err.name}")
+    err, func = cu.cuModuleGetFunction(module, entry.encode())
+    if err != cu.CUresult.CUDA_SUCCESS:
+        raise BackendError(f"cuModuleGetFunction({entry}) failed: {err.name}")
+    _modules.append(module)
+    return int(func)
 
 
 def parameter_names(kernel) -> list[str]:
@@ -73,11 +111,6 @@ def cu_function(compiled) -> int:
         if err != cu.CUresult.CUDA_SUCCESS:
             raise BackendError(f"cuKernelGetFunction failed: {err.name}")
     return int(handle)
-
-
-def argument_types(compiled) -> tuple:
-    """The numba types of a compiled kernel's Python arguments."""
-    return tuple(compiled.argument_types)
 
 
 def flatten(ty, val, out: list) -> None:

@@ -26,6 +26,7 @@ from pymscclpp.torch.ops import UNREDUCED, reduce_op_name
 NAME = "mscclpp"
 FALLBACK_ENV = "PYMSCCLPP_TORCH_FALLBACK"  # nccl (default on GPUs), gloo (CPU tensors), none (default on the sim)
 FORWARDED = ("allgather_coalesced", "alltoall", "reduce", "send", "recv", "recv_anysource")
+HOST_STAGED = ("send", "recv", "recv_anysource")  # forwarded calls a gloo fallback serves for CUDA tensors via host
 SERVED = ("all_reduce", "all_gather_into_tensor", "all_gather", "reduce_scatter_tensor", "reduce_scatter",
           "broadcast", "all_to_all_single", "barrier", "scatter", "gather")
 
@@ -79,6 +80,7 @@ class MscclppProcessGroup(dist.ProcessGroup):
         self.comm = communicator_from_store(store, rank, size)
         self._store, self._timeout = store, timeout
         self._fallback: dist.ProcessGroup | None = None
+        self._fallback_kind = ""
         self._group_name = self._group_desc = ""
         self._token: torch.Tensor | None = None  # barrier's one-element all-reduce, made on first use
 
@@ -230,6 +232,8 @@ class MscclppProcessGroup(dist.ProcessGroup):
 
     def _forward(self, name: str, *args, **kwargs) -> dist.Work:
         group = self._fallback_group(name, f"pymscclpp serves only {', '.join(SERVED)}")
+        if name in HOST_STAGED and self._fallback_kind == "gloo" and any(t.is_cuda for t in args[0]):
+            return _through_host(group, name, *args, **kwargs)
         return getattr(group, name)(*args, **kwargs)
 
     def _fallback_group(self, what: str, why: str) -> dist.ProcessGroup:
@@ -239,6 +243,7 @@ class MscclppProcessGroup(dist.ProcessGroup):
             if kind == "none" or (kind == "nccl" and not dist.is_nccl_available()):
                 raise nccl_fallback.missing(f"torch.distributed {what} on the mscclpp backend", why)
             self._fallback = _fallback_group(kind, self._store, self.rank(), self.size(), self._timeout)
+            self._fallback_kind = kind
         return self._fallback
 
     def shutdown(self) -> None:
@@ -259,6 +264,18 @@ def _forwarder(name: str):
 
 for _name in FORWARDED:
     setattr(MscclppProcessGroup, _name, _forwarder(_name))
+
+
+def _through_host(group: dist.ProcessGroup, name: str, tensors: list, *args, **kwargs) -> dist.Work:
+    """gloo's point-to-point calls read and write host memory only (a CUDA pointer ends the process): send a
+    host copy, or receive into one and copy it back; the call has completed when this returns."""
+    host = [t.cpu() if name == "send" else torch.empty_like(t, device="cpu") for t in tensors]
+    work = getattr(group, name)(host, *args, **kwargs)
+    work.wait()
+    if name != "send":
+        for t, h in zip(tensors, host):
+            t.copy_(h)
+    return work
 
 
 def _fallback_group(kind: str, store: dist.Store, rank: int, size: int, timeout: timedelta) -> dist.ProcessGroup:

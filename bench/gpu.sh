@@ -23,7 +23,7 @@ export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 PYTHONUNBUFFERE
 export PYMSCCLPP_BACKEND=gpu PYMSCCLPP_TIMEOUT_S=${PYMSCCLPP_TIMEOUT_S:-20}
 mps=${MPS:-0}
 budget=${BUDGET_S:-$([ "$mps" = 1 ] && echo 510 || echo 0)}  # 0: no budget
-RUNNERS="primitives_tests collectives_tests port_tests graph_replays soak executor_tests"
+RUNNERS="primitives_tests collectives_tests port_tests graph_replays soak executor_tests nccl_api_served"
 NCCL_STEPS="primitives_bench nccl_api_tests allreduce_graph allreduce_tune_packet allreduce_tune_simple all_gather_graph
   reduce_scatter_graph all_to_all_graph broadcast_graph tp_decode allreduce_eager"  # torch.distributed or cupy NCCL
 TWO_RANK_STEPS="primitives_bench port_bench"
@@ -94,6 +94,7 @@ steps() {  # every step at $np ranks
   PYMSCCLPP_SOCKET_ADDR=127.0.0.1 run port_tests "${MPI[@]}" python3 tests/gpu/run_port.py
   PYMSCCLPP_SOCKET_ADDR=127.0.0.1 run port_bench "${MPI[@]}" python3 -m pymscclpp.bench --op port_channel --json "$out/port.json"
   run nccl_api_tests "${MPI[@]}" python3 tests/gpu/run_nccl_api.py
+  [ "$mps" = 1 ] && run nccl_api_served "${MPI[@]}" python3 tests/gpu/run_nccl_api.py --no-nccl
   PYMSCCLPP_SOCKET_ADDR=127.0.0.1 run graph_replays "${MPI[@]}" python3 tests/gpu/run_graphs.py --replays 1000
   run soak "${MPI[@]}" python3 tests/fault/soak.py --iters "${SOAK_ITERS:-100000}" --report 20000
   run allreduce_graph "${MPI[@]}" python3 -m pymscclpp.bench -b 1K -e 1G -f 4 --graph --check --json "$out/allreduce_graph.json"

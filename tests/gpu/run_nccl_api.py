@@ -1,11 +1,14 @@
 """pymscclpp.nccl on real GPUs against cupy.cuda.nccl: ``mpirun -np 2 python tests/gpu/run_nccl_api.py``.
 
 Same calls, same cupy arrays, raw pointers and streams, through both; the results must match. float64 and
-avg go through the NCCL fallback (nvidia-nccl-cu13), send/recv too.
+avg go through the NCCL fallback (nvidia-nccl-cu13), send/recv too. ``--no-nccl`` (ranks sharing a GPU, where
+NCCL refuses to run): the reference is the same calls computed on the host over MPI, and only the cases
+pymscclpp serves itself run.
 """
 
 from __future__ import annotations
 
+import argparse
 import sys
 import traceback
 
@@ -88,25 +91,92 @@ def bad_pointer_count(mine, ref, stream):
         raise AssertionError("no error for a count past the allocation")
 
 
+class HostReference:
+    """The NCCL calls the cases make, computed on the host: every rank's buffer gathered over MPI and reduced
+    in rank order (what pymscclpp's one-shot algorithms do), for runs where NCCL cannot run."""
+
+    REDUCE = {ours.NCCL_SUM: np.add, ours.NCCL_PROD: np.multiply, ours.NCCL_MAX: np.maximum,
+              ours.NCCL_MIN: np.minimum}
+
+    def rank_id(self) -> int:
+        return RANK
+
+    def size(self) -> int:
+        return SIZE
+
+    def device_id(self) -> int:
+        return cp.cuda.Device().id
+
+    @staticmethod
+    def _array(ptr: int, count: int, datatype: int) -> cp.ndarray:
+        dtype = np.dtype(DTYPES[datatype])
+        mem = cp.cuda.UnownedMemory(ptr, count * dtype.itemsize, None)
+        return cp.ndarray(count, dtype, cp.cuda.MemoryPointer(mem, 0))
+
+    def _gathered(self, ptr: int, count: int, datatype: int, stream: int) -> list:
+        cp.cuda.runtime.streamSynchronize(stream)
+        return WORLD.allgather(cp.asnumpy(self._array(ptr, count, datatype)))
+
+    def _reduced(self, parts: list, op: int):
+        out = parts[0].copy()
+        for p in parts[1:]:
+            self.REDUCE[op](out, p, out=out)
+        return out
+
+    def allReduce(self, send, recv, count, datatype, op, stream):  # noqa: N802 (NCCL's names)
+        self._array(recv, count, datatype)[:] = cp.asarray(self._reduced(self._gathered(send, count, datatype,
+                                                                                         stream), op))
+
+    def allGather(self, send, recv, count, datatype, stream):  # noqa: N802
+        self._array(recv, count * SIZE, datatype)[:] = cp.asarray(np.concatenate(self._gathered(send, count,
+                                                                                                datatype, stream)))
+
+    def reduceScatter(self, send, recv, count, datatype, op, stream):  # noqa: N802
+        full = self._reduced(self._gathered(send, count * SIZE, datatype, stream), op)
+        self._array(recv, count, datatype)[:] = cp.asarray(full[RANK * count:(RANK + 1) * count])
+
+    def broadcast(self, send, recv, count, datatype, root, stream):  # noqa: N802
+        self._array(recv, count, datatype)[:] = cp.asarray(self._gathered(send, count, datatype, stream)[root])
+
+    def bcast(self, buf, count, datatype, root, stream):
+        self.broadcast(buf, buf, count, datatype, root, stream)
+
+    def destroy(self) -> None:
+        pass
+
+
 def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--no-nccl", action="store_true", help="reference on the host over MPI; only served cases")
+    args = ap.parse_args()
     cp.cuda.Device(RANK % cp.cuda.runtime.getDeviceCount()).use()
     uid = WORLD.bcast(ours.get_unique_id() if RANK == 0 else None)
     mine = ours.NcclCommunicator(SIZE, uid, RANK)
-    ref = theirs.NcclCommunicator(SIZE, WORLD.bcast(theirs.get_unique_id() if RANK == 0 else None), RANK)
+    if args.no_nccl:
+        ref = HostReference()
+    else:
+        ref = theirs.NcclCommunicator(SIZE, WORLD.bcast(theirs.get_unique_id() if RANK == 0 else None), RANK)
+        assert fb.available(), "NCCL fallback unavailable: pip install nvidia-nccl-cu13"
     assert (mine.rank_id(), mine.size(), mine.device_id()) == (ref.rank_id(), ref.size(), ref.device_id())
-    assert fb.available(), "NCCL fallback unavailable: pip install nvidia-nccl-cu13"
     stream = cp.cuda.Stream(non_blocking=True)
     plan = []
+    nccl_only = (ours.NCCL_FLOAT64, ours.NCCL_INT64)  # dtypes pymscclpp hands to the NCCL fallback
     for datatype, op in [(ours.NCCL_FLOAT32, ours.NCCL_SUM), (ours.NCCL_FLOAT16, ours.NCCL_MAX),
                          (ours.NCCL_INT32, ours.NCCL_MIN), (ours.NCCL_UINT8, ours.NCCL_SUM),
                          (ours.NCCL_FLOAT64, ours.NCCL_SUM), (ours.NCCL_INT64, ours.NCCL_PROD),
                          (ours.NCCL_FLOAT32, ours.NCCL_AVG)]:
+        if args.no_nccl and (datatype in nccl_only or op == ours.NCCL_AVG):
+            continue
         for count, inplace in [(1000, False), (3 << 20, True)]:
             plan.append((all_reduce, dict(count=count, datatype=datatype, op=op, inplace=inplace)))
     for datatype in [ours.NCCL_FLOAT32, ours.NCCL_UINT8, ours.NCCL_FLOAT64]:
+        if args.no_nccl and datatype in nccl_only:
+            continue
         for count in [257, 1 << 20]:
             plan.append((others, dict(count=count, datatype=datatype)))
-    plan += [(mixed_group_and_send_recv, dict(count=4099)), (bad_pointer_count, {})]
+    if not args.no_nccl:
+        plan.append((mixed_group_and_send_recv, dict(count=4099)))
+    plan.append((bad_pointer_count, {}))
     failures = 0
     for fn, params in plan:
         try:

@@ -1,0 +1,29 @@
+"""Kept cubins are named by the kernel's source, argument types and GPU, inside the device-code digest's folder,
+and only for pymscclpp's own kernels."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+
+def _paths(tmp_path) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if k not in ("NUMBA_ENABLE_CUDASIM", "NUMBA_CACHE_DIR")}
+    env["PYMSCCLPP_CACHE_DIR"] = str(tmp_path)
+    script = Path(__file__).parent / "ptx" / "cubin_paths.py"
+    done = subprocess.run([sys.executable, str(script)], env=env, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    return dict(line.split(" ", 1) for line in done.stdout.splitlines())
+
+
+def test_cubins_are_named_by_kernel_types_and_gpu_and_kept_only_for_pymscclpp_kernels(tmp_path):
+    from pymscclpp.runtime.kernel_cache import device_code_digest
+    paths = _paths(tmp_path)
+    assert paths["reduce_ll"] == paths["reduce_ll_again"]
+    assert paths["reduce_ll"].startswith(str(tmp_path / "cubin" / device_code_digest()))
+    assert Path(paths["reduce_ll"]).name.startswith("reduce_ll-")
+    distinct = {paths[k] for k in ("reduce_ll", "reduce_ll_other_types", "reduce_ll_other_gpu", "reduce_simple")}
+    assert len(distinct) == 4
+    assert paths["user"] == "None"  # its device functions could change without the digest seeing them

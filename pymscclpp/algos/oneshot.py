@@ -13,6 +13,7 @@ from ..runtime.launch import Launch
 from ..runtime.memory import alloc
 from .algorithm import Algorithm, Call, Constraint
 from . import allgather_kernels, broadcast_kernels, reduce_kernels
+from .grid import blocks_for
 
 PACKET_MAX = 1 << 20  # the largest message a packet algorithm serves
 
@@ -64,6 +65,7 @@ class OneShot(Algorithm):
         self.kernel_launch: Launch | None = None  # its compile_s and disk_cache_hit say how it got ready
 
     def setup(self, comm) -> None:
+        self.blocks = blocks_for(comm, self.blocks)
         self.lanes = shared = lanes(comm, self.protocol, self.blocks)
         self.size = comm.size
         v = shared.view

@@ -15,8 +15,10 @@ import importlib.metadata
 import os
 import tempfile
 import time
+import warnings
 from pathlib import Path
 
+from ..errors import BackendError
 from . import numba_compat as nc
 
 _ROOT = Path(__file__).resolve().parent.parent
@@ -76,14 +78,26 @@ def function_for(kernel, argtypes: tuple) -> tuple[int, float, bool]:
     path = _cubin_path(kernel, argtypes, cuda.get_current_device().compute_capability)
     if path is not None and path.is_file():
         entry, _, cubin = path.read_bytes().partition(b"\n")
-        return nc.load_binary(cubin, entry.decode()), time.perf_counter() - start, True
+        try:
+            return nc.load_binary(cubin, entry.decode()), time.perf_counter() - start, True
+        except BackendError:  # a damaged file: compile again and replace it
+            pass
     compiled, _, hit = nc.compile_for(kernel, argtypes)
     func = nc.cu_function(compiled)
     kept = nc.binary(compiled, cuda.get_current_device().compute_capability) if path is not None else None
     if kept is not None:
+        _keep(path, kept[1].encode() + b"\n" + kept[0])
+    return func, time.perf_counter() - start, hit
+
+
+def _keep(path: Path, data: bytes) -> None:
+    """Write ``data`` to ``path`` atomically; a cache that cannot be written only costs the next process time."""
+    try:
         path.parent.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(dir=path.parent, suffix=".tmp")
         with os.fdopen(fd, "wb") as f:
-            f.write(kept[1].encode() + b"\n" + kept[0])
+            f.write(data)
         os.replace(tmp, path)
-    return func, time.perf_counter() - start, hit
+    except OSError as exc:
+        warnings.warn(f"pymscclpp: cannot keep a compiled kernel in {path.parent}: {exc}", RuntimeWarning,
+                      stacklevel=3)

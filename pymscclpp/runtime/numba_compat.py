@@ -75,7 +75,9 @@ def binary(compiled, cc: tuple[int, int]) -> tuple[bytes, str] | None:
     lib = compiled._codelibrary
     if lib._setup_functions or lib._teardown_functions:
         return None
-    return bytes(lib.get_cubin(cc=cc)), lib._entry_name
+    cubin = lib.get_cubin(cc=cc)
+    cubin = getattr(cubin, "code", cubin)  # numba-cuda 0.30 links to a cuda.core ObjectCode
+    return (bytes(cubin), lib._entry_name) if isinstance(cubin, (bytes, bytearray)) else None
 
 
 _modules: list = []  # modules loaded from cubins stay loaded for the process

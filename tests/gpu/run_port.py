@@ -32,9 +32,10 @@ def plan(rng) -> list:
     steps += [(cases.big_put, dict(nbytes=(9 << 20) + 4321, src_off=13, dst_off=4099, seed=5)),
               (cases.big_put, dict(nbytes=(4 << 20), src_off=0, dst_off=0, seed=6, mode="put_signal_flush")),
               (cases.many_pushers, dict(nthreads=256, chunk=64, seed=3)), (cases.poll_sees_signal, {}),
-              (cases.teardown, {}), (cases.bad_trigger_rejected, {}), (cases.peer_disconnects, {}),
-              (cases.proxy_thread_dies, {}), (cases.ring_put, dict(nbytes=4096, src_off=0, dst_off=0, seed=99,
-                                                                   mode="put_with_signal")), (cases.teardown, {})]
+              (cases.teardown, {}), (cases.ring_put, dict(nbytes=4096, src_off=0, dst_off=0, seed=99,
+                                                          mode="put_with_signal")), (cases.teardown, {}),
+              # last: a fault breaks the communicator for good (errors are sticky)
+              (cases.bad_trigger_rejected, {}), (cases.peer_disconnects, {}), (cases.proxy_thread_dies, {})]
     return steps
 
 

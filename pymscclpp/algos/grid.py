@@ -1,0 +1,46 @@
+"""How many blocks a one-shot kernel runs on: its configured grid, unless this rank's share of the GPU cannot
+hold it. Blocks of one kernel wait on the same blocks of peers; when a rank's SMs (under CUDA MPS, the share
+``CUDA_MPS_ACTIVE_THREAD_PERCENTAGE`` gives) hold fewer blocks than a grid has, two communicators' kernels in
+flight at once can each wait for blocks the other keeps from running. Then the grid is cut to half the SMs,
+so two such kernels fit side by side. ``PYMSCCLPP_MAX_BLOCKS`` caps every grid. Every rank uses the smallest
+figures of all ranks (blocks pair up by index across ranks).
+"""
+
+from __future__ import annotations
+
+import os
+import struct
+
+from ..errors import InvalidUsageError
+from ..runtime.backend import IS_SIM
+
+
+def _local_limits() -> tuple[int, int]:
+    """(SMs this rank's kernels can use, PYMSCCLPP_MAX_BLOCKS or 0)."""
+    raw = os.environ.get("PYMSCCLPP_MAX_BLOCKS", "").strip() or "0"
+    if not raw.isdigit():
+        raise InvalidUsageError(f"PYMSCCLPP_MAX_BLOCKS={raw!r}: expected a positive number of blocks")
+    if IS_SIM:
+        return 1 << 30, int(raw)
+    from numba import cuda
+    return cuda.get_current_device().MULTIPROCESSOR_COUNT, int(raw)
+
+
+class GridLimits:
+    """The smallest SM count and block cap over every rank of a communicator (gathered once)."""
+
+    def __init__(self, comm):
+        rows = [struct.unpack("<qq", raw) for raw in comm.bootstrap.all_gather(struct.pack("<qq", *_local_limits()))]
+        self.sms = min(sms for sms, _ in rows)
+        caps = [cap for _, cap in rows if cap > 0]
+        self.cap = min(caps) if caps else 0
+
+    def blocks(self, configured: int) -> int:
+        """The grid a kernel configured for ``configured`` blocks runs on."""
+        blocks = configured if configured <= self.sms else max(1, self.sms // 2)
+        return max(1, min(blocks, self.cap)) if self.cap else blocks
+
+
+def blocks_for(comm, configured: int) -> int:
+    """``GridLimits.blocks`` of ``comm`` (its limits gathered on first use, collectively)."""
+    return comm.extension("grid-limits", GridLimits).blocks(configured)

@@ -1,0 +1,37 @@
+"""One-shot grids fit every rank's share of the GPU: cut to half the SMs when a rank holds fewer SMs than the
+grid has blocks, capped by PYMSCCLPP_MAX_BLOCKS, the same on every rank."""
+
+from __future__ import annotations
+
+import struct
+from types import SimpleNamespace
+
+import pytest
+
+from pymscclpp.algos import grid
+from pymscclpp.errors import InvalidUsageError
+
+
+def _limits(rows) -> grid.GridLimits:
+    boot = SimpleNamespace(all_gather=lambda raw: [struct.pack("<qq", *row) for row in rows])
+    return grid.GridLimits(SimpleNamespace(bootstrap=boot))
+
+
+def test_a_grid_that_fits_the_smallest_share_is_kept():
+    assert _limits([(132, 0), (132, 0)]).blocks(128) == 128
+
+
+def test_a_grid_larger_than_some_ranks_share_runs_on_half_of_the_smallest_share():
+    limits = _limits([(132, 0), (14, 0), (66, 0)])
+    assert limits.blocks(128) == 7 and limits.blocks(16) == 7 and limits.blocks(4) == 4
+
+
+def test_max_blocks_caps_every_grid_with_the_smallest_cap_any_rank_asked_for():
+    limits = _limits([(132, 8), (132, 0), (132, 32)])
+    assert limits.blocks(128) == 8 and limits.blocks(4) == 4
+
+
+def test_max_blocks_must_be_a_number(monkeypatch):
+    monkeypatch.setenv("PYMSCCLPP_MAX_BLOCKS", "many")
+    with pytest.raises(InvalidUsageError, match="PYMSCCLPP_MAX_BLOCKS='many'"):
+        grid._local_limits()

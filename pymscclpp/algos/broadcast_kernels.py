@@ -8,17 +8,20 @@ from __future__ import annotations
 from numba import cuda
 
 from ..channels import memory_channel as mc
-from .blocks import LL, SIMPLE, begin, copy_unless_same, end_round, peer_index, receive, rounds, scale, send
+from .blocks import (LL, SIMPLE, begin, begin_call, calls_agree, copy_unless_same, end_call, end_round, peer_index,
+                     receive, rounds, scale, send)
 
 
 @cuda.jit(device=True)
-def broadcast(proto, chans, inp, out, scratch, flags, nbytes, slot_bytes, rank, nranks, root):
+def broadcast(proto, chans, cc, fp, inp, out, scratch, flags, nbytes, slot_bytes, rank, nranks, root):
     """The root sends each round once every peer's credit for its half has come (packets: a peer's launch
-    began; simple: it read round r - 2); peers receive it into ``out``."""
+    began; simple: it read round r - 2); peers receive it into ``out``. Nobody waits for a peer or writes
+    ``out`` before the ranks' calls agree."""
     tid, nt = cuda.threadIdx.x, cuda.blockDim.x
     b = cuda.blockIdx.x
     sc = scale(proto)
     nrounds = rounds(proto, nbytes, slot_bytes)
+    seq = begin_call(cc, fp, rank, nranks)
     if rank != root and tid == 0:
         for _ in range(1 if proto == LL else min(nrounds, 2)):
             mc.signal(chans[peer_index(root, rank)], b)
@@ -26,6 +29,9 @@ def broadcast(proto, chans, inp, out, scratch, flags, nbytes, slot_bytes, rank, 
         # halves of ``nranks`` slots, as every one-shot algorithm sharing this scratch lays them out (the root uses
         # slot 0): a half is never reused by the very next launch, whichever algorithm that is
         flag, half, lo, n, at = begin(proto, flags, nbytes, slot_bytes, rd, nranks)
+        if rd == 0 and not calls_agree(cc, fp, seq, rank, nranks):
+            end_round(flags, flag)
+            break
         if rank == root:
             if tid < nranks - 1:
                 mc.wait(chans[tid], b)
@@ -51,15 +57,16 @@ def broadcast(proto, chans, inp, out, scratch, flags, nbytes, slot_bytes, rank, 
                 if tid == 0 and rd + 2 < nrounds:
                     mc.signal(ch, b)
         end_round(flags, flag)
+    end_call(cc, seq)
 
 
 @cuda.jit(cache=True)
-def broadcast_ll(chans, inp, out, scratch, flags, nbytes, slot_bytes, rank, nranks, root):
+def broadcast_ll(chans, cc, fp, inp, out, scratch, flags, nbytes, slot_bytes, rank, nranks, root):
     """``broadcast`` with LL16 packets."""
-    broadcast(LL, chans, inp, out, scratch, flags, nbytes, slot_bytes, rank, nranks, root)
+    broadcast(LL, chans, cc, fp, inp, out, scratch, flags, nbytes, slot_bytes, rank, nranks, root)
 
 
 @cuda.jit(cache=True)
-def broadcast_simple(chans, inp, out, scratch, flags, nbytes, slot_bytes, rank, nranks, root):
+def broadcast_simple(chans, cc, fp, inp, out, scratch, flags, nbytes, slot_bytes, rank, nranks, root):
     """``broadcast`` with the simple protocol."""
-    broadcast(SIMPLE, chans, inp, out, scratch, flags, nbytes, slot_bytes, rank, nranks, root)
+    broadcast(SIMPLE, chans, cc, fp, inp, out, scratch, flags, nbytes, slot_bytes, rank, nranks, root)

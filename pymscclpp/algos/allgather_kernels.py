@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from numba import cuda
 
-from .blocks import (LL, SIMPLE, begin_and_send, begin_call, calls_agree, copy_unless_same, end_call, end_round,
+from .blocks import (LL, SIMPLE, begin_and_send, begin_call, calls_agree, copy_unless_same, end_round,
                      peer_rank, receive, rounds, scale, sync_round)
 
 
@@ -19,23 +19,22 @@ def exchange(proto, chans, cc, fp, inp, out, scratch, flags, nbytes, slot_bytes,
     calls agree."""
     tid, nt = cuda.threadIdx.x, cuda.blockDim.x
     sc = scale(proto)
-    seq = begin_call(cc, fp, rank, nranks)
+    begin_call(cc, fp, rank, nranks)
+    if proto != LL and not calls_agree(cc, fp, rank, nranks):  # large messages: the check before the first put
+        return
     for rd in range(rounds(proto, nbytes, slot_bytes)):
         flag, half, lo, n, at = begin_and_send(proto, chans, flags, inp, nbytes, slot_bytes, rd, rank, nranks,
                                                send_stride, tid, nt)
-        if rd == 0 and not calls_agree(cc, fp, seq, rank, nranks):  # sent only into scratch so far
-            end_round(flags, flag)
-            break
-        if n > 0:
-            copy_unless_same(out, rank * nbytes + at, inp, rank * send_stride + at, n, tid, nt)
-        sync_round(proto, chans, nranks)  # in place, our slots are read above before peers' data lands below
-        if n > 0:
-            for j in range(nranks - 1):
-                p = peer_rank(j, rank)
-                receive(proto, out, p * nbytes + at, scratch, half + p * slot_bytes + sc * lo, n, tid, nt, flag,
-                        chans[j])
+        if proto != LL or calls_agree(cc, fp, rank, nranks):  # packets: sent only into scratch so far
+            if n > 0:
+                copy_unless_same(out, rank * nbytes + at, inp, rank * send_stride + at, n, tid, nt)
+            sync_round(proto, chans, nranks)  # in place, our slots are read above before peers' data lands below
+            if n > 0:
+                for j in range(nranks - 1):
+                    p = peer_rank(j, rank)
+                    receive(proto, out, p * nbytes + at, scratch, half + p * slot_bytes + sc * lo, n, tid, nt, flag,
+                            chans[j])
         end_round(flags, flag)
-    end_call(cc, seq)
 
 
 @cuda.jit(cache=True)

@@ -3,7 +3,7 @@ it): which slice a block owns, sending to peers' scratch, the round's synchronis
 and the end of a round. ``LL``: one round of LL16 packets (scratch holds 2 bytes per data byte); ``SIMPLE``:
 rounds of ``slot_bytes`` per slot, puts and one signal per block and peer. Scratch halves alternate by per-block
 flag parity. Before a call writes any output byte or waits for a peer's data, its ranks compare call fingerprints
-(``begin_call``, ``calls_agree``, ``end_call``; host side in ``algos.callcheck``).
+(``begin_call``, ``calls_agree``; host side in ``algos.callcheck``).
 """
 
 from __future__ import annotations
@@ -168,27 +168,32 @@ def begin_and_send(proto, chans, flags, inp, nbytes, slot_bytes, rd, rank, nrank
 
 
 @cuda.jit(device=True)
-def begin_call(cc, fp, rank, nranks):
-    """The call's sequence number (0: the check is off, ``fp`` 0); block 0's thread j puts our fingerprint ``fp``
-    into slot ``rank`` of peer j's call-check area, in the half the number's parity picks."""
-    if fp == 0:
-        return 0
-    seq = mc.packet_flag_begin(cc.counts)
-    tid = cuda.threadIdx.x
-    if cuda.blockIdx.x == 0 and tid < nranks - 1:
-        f = np.uint32(seq)
-        store_v4_volatile(cc.peers[tid], ((seq % 2) * nranks + rank) * prim.LL16_BYTES, np.uint32(fp & 0xFFFFFFFF),
-                          f, np.uint32(fp >> 32), f)
-    return seq
+def call_seq(cc):
+    """The calling block's sequence number of this call (one more than the last call's, never 0)."""
+    return mc.packet_flag_begin(cc.counts)
 
 
 @cuda.jit(device=True)
-def calls_agree(cc, fp, seq, rank, nranks):
-    """True on every thread of the block when every peer's call ``seq`` has our fingerprint ``fp`` (or the check
-    is off): thread j waits for peer j's packet; a disagreement is recorded (MISMATCH), as is a failed wait."""
-    if seq == 0:
+def begin_call(cc, fp, rank, nranks):
+    """Unless the check is off (``fp`` 0), block 0's thread j puts our fingerprint ``fp`` into slot ``rank`` of peer
+    j's call-check area, flagged with the call's sequence number, in the half its parity picks."""
+    tid = cuda.threadIdx.x
+    if fp != 0 and cuda.blockIdx.x == 0 and tid < nranks - 1:
+        seq = call_seq(cc)
+        f = np.uint32(seq)
+        store_v4_volatile(cc.peers[tid], ((seq % 2) * nranks + rank) * prim.LL16_BYTES, np.uint32(fp & 0xFFFFFFFF),
+                          f, np.uint32(fp >> 32), f)
+
+
+@cuda.jit(device=True)
+def calls_agree(cc, fp, rank, nranks):
+    """True on every thread of the block when every peer's call has our fingerprint ``fp`` (or the check is off):
+    thread j waits for peer j's packet; a disagreement is recorded (MISMATCH), as is a failed wait. Then thread 0
+    stores the call's sequence number for the next launch, whatever its grid (block b: words b, b + grid, ...)."""
+    if fp == 0:
         return True
     tid = cuda.threadIdx.x
+    seq = call_seq(cc)
     bad = 0
     if tid < nranks - 1:
         p = peer_rank(tid, rank)
@@ -200,15 +205,10 @@ def calls_agree(cc, fp, seq, rank, nranks):
         elif theirs != fp:
             record_mismatch(cc.err, rank, p, seq, fp, theirs)
             bad = 1
-    return cuda.syncthreads_or(bad) == 0
-
-
-@cuda.jit(device=True)
-def end_call(cc, seq):
-    """After the block's last round: keep the call's sequence number for the next launch, whatever its grid
-    (thread 0 of block b stores words b, b + grid, ...)."""
-    if seq != 0 and cuda.threadIdx.x == 0:
+    bad = cuda.syncthreads_or(bad)  # every thread of the block has read its sequence word
+    if tid == 0:
         k = cuda.blockIdx.x
         while k < cc.counts.size:
             cc.counts[k] = seq
             k += cuda.gridDim.x
+    return bad == 0

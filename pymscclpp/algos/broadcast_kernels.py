@@ -8,7 +8,7 @@ from __future__ import annotations
 from numba import cuda
 
 from ..channels import memory_channel as mc
-from .blocks import (LL, SIMPLE, begin, begin_call, calls_agree, copy_unless_same, end_call, end_round, peer_index,
+from .blocks import (LL, SIMPLE, begin, begin_call, calls_agree, copy_unless_same, end_round, peer_index,
                      receive, rounds, scale, send)
 
 
@@ -21,17 +21,16 @@ def broadcast(proto, chans, cc, fp, inp, out, scratch, flags, nbytes, slot_bytes
     b = cuda.blockIdx.x
     sc = scale(proto)
     nrounds = rounds(proto, nbytes, slot_bytes)
-    seq = begin_call(cc, fp, rank, nranks)
+    begin_call(cc, fp, rank, nranks)
     if rank != root and tid == 0:
         for _ in range(1 if proto == LL else min(nrounds, 2)):
             mc.signal(chans[peer_index(root, rank)], b)
+    if not calls_agree(cc, fp, rank, nranks):  # before the root waits for credits or anybody writes ``out``
+        return
     for rd in range(nrounds):
         # halves of ``nranks`` slots, as every one-shot algorithm sharing this scratch lays them out (the root uses
         # slot 0): a half is never reused by the very next launch, whichever algorithm that is
         flag, half, lo, n, at = begin(proto, flags, nbytes, slot_bytes, rd, nranks)
-        if rd == 0 and not calls_agree(cc, fp, seq, rank, nranks):
-            end_round(flags, flag)
-            break
         if rank == root:
             if tid < nranks - 1:
                 mc.wait(chans[tid], b)
@@ -57,7 +56,6 @@ def broadcast(proto, chans, cc, fp, inp, out, scratch, flags, nbytes, slot_bytes
                 if tid == 0 and rd + 2 < nrounds:
                     mc.signal(ch, b)
         end_round(flags, flag)
-    end_call(cc, seq)
 
 
 @cuda.jit(cache=True)

@@ -13,7 +13,7 @@ from numba import cuda
 from ..channels import primitives as prim
 from ..channels import reduce as red
 from ..channels.device_errors import OP_PACKET
-from .blocks import (LL, SIMPLE, begin_and_send, begin_call, calls_agree, end_call, end_round, rounds, scale,
+from .blocks import (LL, SIMPLE, begin_and_send, begin_call, calls_agree, end_round, rounds, scale,
                      signal_and_wait_all)
 
 
@@ -51,20 +51,19 @@ def reduce(proto, chans, cc, fp, inp, out, scratch, flags, nbytes, slot_bytes, r
     (simple; needs ``nranks >= 2``, one rank being a copy); nothing is reduced unless the ranks' calls agree."""
     tid, nt = cuda.threadIdx.x, cuda.blockDim.x
     sc = scale(proto)
-    seq = begin_call(cc, fp, rank, nranks)
+    begin_call(cc, fp, rank, nranks)
+    if proto != LL and not calls_agree(cc, fp, rank, nranks):  # large messages: the check before the first put
+        return
     for rd in range(rounds(proto, nbytes, slot_bytes)):
         flag, half, lo, n, at = begin_and_send(proto, chans, flags, inp, nbytes, slot_bytes, rd, rank, nranks,
                                                send_stride, tid, nt)
-        if rd == 0 and not calls_agree(cc, fp, seq, rank, nranks):  # sent only into scratch so far
-            end_round(flags, flag)
-            break
-        if proto != LL:  # packets need no barrier: the reduction waits for each packet itself
-            signal_and_wait_all(chans, nranks)
-        if n > 0:
-            reduce_slots(proto, out, at, inp, rank * send_stride + at, rank, scratch, half + sc * lo, slot_bytes,
-                         nranks, n, tid, nt, flag, kind, op, chans)
+        if proto != LL or calls_agree(cc, fp, rank, nranks):  # packets: sent only into scratch so far
+            if proto != LL:
+                signal_and_wait_all(chans, nranks)
+            if n > 0:
+                reduce_slots(proto, out, at, inp, rank * send_stride + at, rank, scratch, half + sc * lo, slot_bytes,
+                             nranks, n, tid, nt, flag, kind, op, chans)
         end_round(flags, flag)
-    end_call(cc, seq)
 
 
 @cuda.jit(cache=True)

@@ -9,7 +9,7 @@ import pytest
 from pymscclpp.runtime import fingerprint as fpr
 
 
-@pytest.mark.parametrize("collective, dtype, op", itertools.product(fpr.COLLECTIVES, fpr.DTYPES, fpr.OPS))
+@pytest.mark.parametrize("collective, dtype, op", list(itertools.product(fpr.COLLECTIVES, fpr.DTYPES, fpr.OPS)))
 def test_packing_round_trips_every_collective_dtype_and_op(collective, dtype, op):
     for count, root in ((1, 0), (1000, 3), ((1 << 40) - 2, 4094)):
         fp = fpr.pack(collective, count * fpr.DTYPES[dtype], dtype, op, root)

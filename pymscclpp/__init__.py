@@ -7,7 +7,7 @@ the DSL, the executor and the integrations load on first use.
 __version__ = "0.1.0"
 
 from .runtime import backend as _backend  # chooses gpu/sim (re-imports numba.cuda as the simulator if needed)
-from .errors import (BackendError, BootstrapError, CommTimeoutError, InvalidUsageError,
+from .errors import (BackendError, BootstrapError, CallMismatchError, CommTimeoutError, InvalidUsageError,
                      PeerDisconnectedError, PymscclppError, RegistrationError)
 
 BACKEND = _backend.BACKEND
@@ -15,7 +15,7 @@ _LAZY = {"Communicator": "communicator", "UniqueId": "runtime.bootstrap", "get_u
          "alloc": "runtime.memory"}
 
 __all__ = ["BACKEND", "BackendError", "Communicator", "alloc", "UniqueId", "get_unique_id", "BootstrapError",
-           "CommTimeoutError", "InvalidUsageError", "PeerDisconnectedError", "PymscclppError", "RegistrationError",
+           "CallMismatchError", "CommTimeoutError", "InvalidUsageError", "PeerDisconnectedError", "PymscclppError", "RegistrationError",
            "__version__"]
 
 

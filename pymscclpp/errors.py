@@ -33,6 +33,11 @@ class InvalidUsageError(PymscclppError, ValueError):
     """Bad input to a public call, detected before anything was launched or written."""
 
 
+class CallMismatchError(InvalidUsageError):
+    """Ranks made different collective calls at the same point (collective, size, dtype, op or root); found on the
+    device by the call check before any output was written; the message names both sides."""
+
+
 class ProxyError(PymscclppError):
     """A proxy service failed: a rejected trigger, a transport fault, a peer that disconnected."""
 

@@ -9,8 +9,8 @@ from dataclasses import dataclass
 from typing import NamedTuple
 
 from ..channels import reduce as red
+from ..runtime.fingerprint import COLLECTIVES  # noqa: F401 (the fingerprint's codes follow its order)
 
-COLLECTIVES = ("all_reduce", "all_gather", "reduce_scatter", "all_to_all", "broadcast")
 REDUCING = frozenset({"all_reduce", "reduce_scatter"})
 ANY, IN_PLACE, OUT_OF_PLACE = "any", "in_place", "out_of_place"
 

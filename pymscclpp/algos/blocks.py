@@ -2,17 +2,19 @@
 it): which slice a block owns, sending to peers' scratch, the round's synchronisation, receiving from scratch,
 and the end of a round. ``LL``: one round of LL16 packets (scratch holds 2 bytes per data byte); ``SIMPLE``:
 rounds of ``slot_bytes`` per slot, puts and one signal per block and peer. Scratch halves alternate by per-block
-flag parity.
+flag parity. Before a call writes any output byte or waits for a peer's data, its ranks compare call fingerprints
+(``begin_call``, ``calls_agree``; host side in ``algos.callcheck``).
 """
 
 from __future__ import annotations
 
+import numpy as np
 from numba import cuda
 
 from ..channels import memory_channel as mc
 from ..channels import primitives as prim
-from ..channels.device_errors import OP_PACKET
-from ..channels.ptx import address_of
+from ..channels.device_errors import OP_CALLCHECK, OP_PACKET, record_mismatch
+from ..channels.ptx import address_of, store_v4_volatile
 
 LL, SIMPLE = 0, 1
 
@@ -163,3 +165,50 @@ def begin_and_send(proto, chans, flags, inp, nbytes, slot_bytes, rd, rank, nrank
         send_to_peers(proto, chans, half + rank * slot_bytes + scale(proto) * lo, inp, at, send_stride, rank, nranks,
                       n, tid, nthreads, flag)
     return flag, half, lo, n, at
+
+
+@cuda.jit(device=True)
+def call_seq(cc):
+    """The calling block's sequence number of this call (one more than the last call's, never 0)."""
+    return mc.packet_flag_begin(cc.counts)
+
+
+@cuda.jit(device=True)
+def begin_call(cc, fp, rank, nranks):
+    """Unless the check is off (``fp`` 0), block 0's thread j puts our fingerprint ``fp`` into slot ``rank`` of peer
+    j's call-check area, flagged with the call's sequence number, in the half its parity picks."""
+    tid = cuda.threadIdx.x
+    if fp != 0 and cuda.blockIdx.x == 0 and tid < nranks - 1:
+        seq = call_seq(cc)
+        f = np.uint32(seq)
+        store_v4_volatile(cc.peers[tid], ((seq % 2) * nranks + rank) * prim.LL16_BYTES, np.uint32(fp & 0xFFFFFFFF),
+                          f, np.uint32(fp >> 32), f)
+
+
+@cuda.jit(device=True)
+def calls_agree(cc, fp, rank, nranks):
+    """True on every thread of the block when every peer's call has our fingerprint ``fp`` (or the check is off):
+    thread j waits for peer j's packet; a disagreement is recorded (MISMATCH), as is a failed wait. Then thread 0
+    stores the call's sequence number for the next launch, whatever its grid (block b: words b, b + grid, ...)."""
+    if fp == 0:
+        return True
+    tid = cuda.threadIdx.x
+    seq = call_seq(cc)
+    bad = 0
+    if tid < nranks - 1:
+        p = peer_rank(tid, rank)
+        a, c, got = prim.read_packet_ll16_from(cc.inbox, ((seq % 2) * nranks + p) * prim.LL16_BYTES, seq, cc, p,
+                                               OP_CALLCHECK)
+        theirs = (np.int64(c) << np.int64(32)) | np.int64(a)
+        if not got:
+            bad = 1
+        elif theirs != fp:
+            record_mismatch(cc.err, rank, p, seq, fp, theirs)
+            bad = 1
+    bad = cuda.syncthreads_or(bad)  # every thread of the block has read its sequence word
+    if tid == 0:
+        k = cuda.blockIdx.x
+        while k < cc.counts.size:
+            cc.counts[k] = seq
+            k += cuda.gridDim.x
+    return bad == 0

@@ -8,20 +8,25 @@ from __future__ import annotations
 from numba import cuda
 
 from ..channels import memory_channel as mc
-from .blocks import LL, SIMPLE, begin, copy_unless_same, end_round, peer_index, receive, rounds, scale, send
+from .blocks import (LL, SIMPLE, begin, begin_call, calls_agree, copy_unless_same, end_round, peer_index,
+                     receive, rounds, scale, send)
 
 
 @cuda.jit(device=True)
-def broadcast(proto, chans, inp, out, scratch, flags, nbytes, slot_bytes, rank, nranks, root):
+def broadcast(proto, chans, cc, fp, inp, out, scratch, flags, nbytes, slot_bytes, rank, nranks, root):
     """The root sends each round once every peer's credit for its half has come (packets: a peer's launch
-    began; simple: it read round r - 2); peers receive it into ``out``."""
+    began; simple: it read round r - 2); peers receive it into ``out``. Nobody waits for a peer or writes
+    ``out`` before the ranks' calls agree."""
     tid, nt = cuda.threadIdx.x, cuda.blockDim.x
     b = cuda.blockIdx.x
     sc = scale(proto)
     nrounds = rounds(proto, nbytes, slot_bytes)
+    begin_call(cc, fp, rank, nranks)
     if rank != root and tid == 0:
         for _ in range(1 if proto == LL else min(nrounds, 2)):
             mc.signal(chans[peer_index(root, rank)], b)
+    if not calls_agree(cc, fp, rank, nranks):  # before the root waits for credits or anybody writes ``out``
+        return
     for rd in range(nrounds):
         # halves of ``nranks`` slots, as every one-shot algorithm sharing this scratch lays them out (the root uses
         # slot 0): a half is never reused by the very next launch, whichever algorithm that is
@@ -54,12 +59,12 @@ def broadcast(proto, chans, inp, out, scratch, flags, nbytes, slot_bytes, rank, 
 
 
 @cuda.jit(cache=True)
-def broadcast_ll(chans, inp, out, scratch, flags, nbytes, slot_bytes, rank, nranks, root):
+def broadcast_ll(chans, cc, fp, inp, out, scratch, flags, nbytes, slot_bytes, rank, nranks, root):
     """``broadcast`` with LL16 packets."""
-    broadcast(LL, chans, inp, out, scratch, flags, nbytes, slot_bytes, rank, nranks, root)
+    broadcast(LL, chans, cc, fp, inp, out, scratch, flags, nbytes, slot_bytes, rank, nranks, root)
 
 
 @cuda.jit(cache=True)
-def broadcast_simple(chans, inp, out, scratch, flags, nbytes, slot_bytes, rank, nranks, root):
+def broadcast_simple(chans, cc, fp, inp, out, scratch, flags, nbytes, slot_bytes, rank, nranks, root):
     """``broadcast`` with the simple protocol."""
-    broadcast(SIMPLE, chans, inp, out, scratch, flags, nbytes, slot_bytes, rank, nranks, root)
+    broadcast(SIMPLE, chans, cc, fp, inp, out, scratch, flags, nbytes, slot_bytes, rank, nranks, root)

@@ -1,6 +1,7 @@
 """One-shot algorithms: every rank exchanges its data with every peer in one hop (LL16 packets) or in rounds of
 puts and signals (simple), through channels, scratch and flags shared by every one-shot algorithm of a protocol
-and grid on the communicator, built once and patched per call.
+and grid on the communicator, built once and patched per call. Every call's kernel first compares the ranks'
+call fingerprints (``algos.callcheck``).
 """
 
 from __future__ import annotations
@@ -11,7 +12,9 @@ from ..channels import reduce as red
 from ..runtime.backend import IS_SIM
 from ..runtime.launch import Launch
 from ..runtime.memory import alloc
+from ..errors import InvalidUsageError
 from .algorithm import Algorithm, Call, Constraint
+from .callcheck import MAX_BLOCKS, callcheck
 from . import allgather_kernels, broadcast_kernels, reduce_kernels
 from .grid import blocks_for
 
@@ -52,24 +55,28 @@ def lanes(comm, protocol: str, blocks: int) -> Lanes:
 
 class OneShot(Algorithm):
     """A one-shot collective on ``blocks`` blocks of ``threads``. ``kernels`` maps each protocol to its entry
-    kernel, taking ``(chans, inp, out, scratch, flags, nbytes, slot_bytes, rank, nranks, *params)``;
-    ``send_all``/``recv_all``: the send / receive buffer holds ``size`` slots."""
+    kernel, taking ``(chans, cc, fp, inp, out, scratch, flags, nbytes, slot_bytes, rank, nranks, *params)``
+    (``cc``, ``fp``: the call check's handle and the call's fingerprint); ``send_all``/``recv_all``: the send /
+    receive buffer holds ``size`` slots."""
 
     kernels: dict = {}
     send_all = recv_all = False
     constraint = Constraint(hosts=1)
 
     def __init__(self, name: str, protocol: str, blocks: int, threads: int, max_bytes: float = float("inf")):
+        if not 0 < blocks <= MAX_BLOCKS:
+            raise InvalidUsageError(f"{name}: a one-shot algorithm runs on 1 to {MAX_BLOCKS} blocks, got {blocks}")
         self.name, self.protocol, self.blocks, self.threads = name, protocol, blocks, threads
         self.message_range = (0, max_bytes)
         self.kernel_launch: Launch | None = None  # its compile_s and disk_cache_hit say how it got ready
 
     def setup(self, comm) -> None:
+        self.check = callcheck(comm)  # first: one per communicator, whichever one-shot algorithm a rank sets up
         self.blocks = blocks_for(comm, self.blocks)
         self.lanes = shared = lanes(comm, self.protocol, self.blocks)
         self.size = comm.size
         v = shared.view
-        args = {"chans": shared.handles, "inp": v, "out": v, "scratch": v, "flags": shared.flags, "nbytes": 0,
+        args = {"chans": shared.handles, "cc": self.check.handle, "fp": 0, "inp": v, "out": v, "scratch": v, "flags": shared.flags, "nbytes": 0,
                 "slot_bytes": shared.slot_bytes, "rank": comm.rank, "nranks": comm.size}
         args.update(dict.fromkeys(self.params, 0))
         self.kernel_launch = Launch(self.kernels[self.protocol], self.blocks, self.threads, args)
@@ -87,9 +94,11 @@ class OneShot(Algorithm):
         launch = self.kernel_launch
         if call is not self._bound:
             nbytes, size = call.nbytes, self.size
-            launch.set_buffer("inp", call.send[0], nbytes * size if self.send_all else nbytes, call.send[1])
+            send_bytes = nbytes * size if self.send_all else nbytes
+            launch.set_buffer("inp", call.send[0], send_bytes, call.send[1])
             launch.set_buffer("out", call.recv[0], nbytes * size if self.recv_all else nbytes, call.recv[1])
             launch.set_int("nbytes", nbytes)
+            launch.set_int("fp", self.check.fingerprint(call, send_bytes))
             for name, value in zip(self.params, self.param_values(call)):
                 launch.set_int(name, value)
             self._bound = call

@@ -13,7 +13,8 @@ from numba import cuda
 from ..channels import primitives as prim
 from ..channels import reduce as red
 from ..channels.device_errors import OP_PACKET
-from .blocks import LL, SIMPLE, begin_and_send, end_round, rounds, scale, signal_and_wait_all
+from .blocks import (LL, SIMPLE, begin_and_send, begin_call, calls_agree, end_round, rounds, scale,
+                     signal_and_wait_all)
 
 
 @cuda.jit(device=True)
@@ -45,29 +46,33 @@ def reduce_slots(proto, out, at, inp, own_off, rank, scratch, base, slot_bytes, 
 
 
 @cuda.jit(device=True)
-def reduce(proto, chans, inp, out, scratch, flags, nbytes, slot_bytes, rank, nranks, send_stride, kind, op):
+def reduce(proto, chans, cc, fp, inp, out, scratch, flags, nbytes, slot_bytes, rank, nranks, send_stride, kind, op):
     """One-shot reduction of ``nbytes`` per slot: one packet hop (LL), or rounds of ``slot_bytes`` per slot
-    (simple; needs ``nranks >= 2``, one rank being a copy)."""
+    (simple; needs ``nranks >= 2``, one rank being a copy); nothing is reduced unless the ranks' calls agree."""
     tid, nt = cuda.threadIdx.x, cuda.blockDim.x
     sc = scale(proto)
+    begin_call(cc, fp, rank, nranks)
+    if proto != LL and not calls_agree(cc, fp, rank, nranks):  # large messages: the check before the first put
+        return
     for rd in range(rounds(proto, nbytes, slot_bytes)):
         flag, half, lo, n, at = begin_and_send(proto, chans, flags, inp, nbytes, slot_bytes, rd, rank, nranks,
                                                send_stride, tid, nt)
-        if proto != LL:  # packets need no barrier: the reduction waits for each packet itself
-            signal_and_wait_all(chans, nranks)
-        if n > 0:
-            reduce_slots(proto, out, at, inp, rank * send_stride + at, rank, scratch, half + sc * lo, slot_bytes,
-                         nranks, n, tid, nt, flag, kind, op, chans)
+        if proto != LL or calls_agree(cc, fp, rank, nranks):  # packets: sent only into scratch so far
+            if proto != LL:
+                signal_and_wait_all(chans, nranks)
+            if n > 0:
+                reduce_slots(proto, out, at, inp, rank * send_stride + at, rank, scratch, half + sc * lo, slot_bytes,
+                             nranks, n, tid, nt, flag, kind, op, chans)
         end_round(flags, flag)
 
 
 @cuda.jit(cache=True)
-def reduce_ll(chans, inp, out, scratch, flags, nbytes, slot_bytes, rank, nranks, send_stride, kind, op):
+def reduce_ll(chans, cc, fp, inp, out, scratch, flags, nbytes, slot_bytes, rank, nranks, send_stride, kind, op):
     """``reduce`` with LL16 packets."""
-    reduce(LL, chans, inp, out, scratch, flags, nbytes, slot_bytes, rank, nranks, send_stride, kind, op)
+    reduce(LL, chans, cc, fp, inp, out, scratch, flags, nbytes, slot_bytes, rank, nranks, send_stride, kind, op)
 
 
 @cuda.jit(cache=True)
-def reduce_simple(chans, inp, out, scratch, flags, nbytes, slot_bytes, rank, nranks, send_stride, kind, op):
+def reduce_simple(chans, cc, fp, inp, out, scratch, flags, nbytes, slot_bytes, rank, nranks, send_stride, kind, op):
     """``reduce`` with the simple protocol."""
-    reduce(SIMPLE, chans, inp, out, scratch, flags, nbytes, slot_bytes, rank, nranks, send_stride, kind, op)
+    reduce(SIMPLE, chans, cc, fp, inp, out, scratch, flags, nbytes, slot_bytes, rank, nranks, send_stride, kind, op)

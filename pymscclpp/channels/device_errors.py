@@ -1,13 +1,13 @@
 """Device side of the error area (layout: ``runtime.device_errors``): record the first failing wait of a
-launch, and read the host's abort word every ``ABORT_CHECK_EVERY`` spins.
+launch (or a call that disagrees with a peer's), and read the host's abort word every ``ABORT_CHECK_EVERY`` spins.
 """
 
 from __future__ import annotations
 
 from numba import cuda
 
-from ..runtime.device_errors import (ABORT_CHECK_EVERY, ABORTED, OP_FIFO_PUSH, OP_FLUSH, OP_PACKET,  # noqa: F401
-                                     OP_PROXY_ABORT, OP_READ_PACKET, OP_WAIT, TIMED_OUT)
+from ..runtime.device_errors import (ABORT_CHECK_EVERY, ABORTED, MISMATCH, OP_CALLCHECK, OP_FIFO_PUSH,  # noqa: F401
+                                     OP_FLUSH, OP_PACKET, OP_PROXY_ABORT, OP_READ_PACKET, OP_WAIT, TIMED_OUT)
 from .ptx import fence_sys, load_relaxed
 
 
@@ -40,3 +40,9 @@ def record_timeout(err, op, rank, peer, channel, expected, seen):
 def record_abort(err, op, rank, peer, channel, expected, seen):
     """Record a wait the host's abort word ended (a peer was declared dead)."""
     _record(err, ABORTED, op, rank, peer, channel, expected, seen)
+
+
+@cuda.jit(device=True)
+def record_mismatch(err, rank, peer, seq, ours, theirs):
+    """Record that call ``seq``'s fingerprint ``ours`` differs from ``peer``'s ``theirs`` (the call check)."""
+    _record(err, MISMATCH, OP_CALLCHECK, rank, peer, seq, ours, theirs)

@@ -12,8 +12,8 @@ import struct
 import numpy as np
 
 from .._log import get_logger
-from .device_errors import ERR_WORDS, WaitContext, describe
-from ..errors import CommTimeoutError, InvalidUsageError, PeerDisconnectedError
+from .device_errors import ERR_WORDS, MISMATCH, WaitContext, describe
+from ..errors import CallMismatchError, CommTimeoutError, InvalidUsageError, PeerDisconnectedError
 from . import config, handoff, watchdog
 from .backend import IS_SIM, announce
 from .memory import RegisteredMemory, RemoteMemory, host_id, view_as
@@ -191,7 +191,7 @@ class Communicator:
     def check_device_errors(self) -> None:
         """Raise if a device wait of this communicator's kernels ran out of budget or was aborted:
         PeerDisconnectedError first if the liveness monitor found a dead peer (the likely cause), else
-        CommTimeoutError. Sticky, as NCCL's asynchronous errors: once raised, every later call raises it again,
+        CommTimeoutError, or CallMismatchError if the call check found ranks' calls disagreeing. Sticky, as NCCL's asynchronous errors: once raised, every later call raises it again,
         until the communicator is closed and a new one made."""
         if self._failure is not None:
             raise self._failure
@@ -200,8 +200,8 @@ class Communicator:
                 self.liveness.check()
             text = self.device_error()
             if text is not None:
-                raise CommTimeoutError(text)
-        except (CommTimeoutError, PeerDisconnectedError) as exc:
+                raise (CallMismatchError if self._error_words[0] == MISMATCH else CommTimeoutError)(text)
+        except (CommTimeoutError, PeerDisconnectedError, CallMismatchError) as exc:
             self._failure = exc
             raise
 

@@ -28,3 +28,11 @@ def checked_timeout_s(value, where: str) -> float | None:
         raise InvalidUsageError(f"{where}: must be a number of seconds in [0, {MAX_TIMEOUT_S:g}] "
                                 "(0 turns budgets off)")
     return None if value == 0 else float(value)
+
+
+def call_check() -> bool:
+    """Whether the one-shot kernels compare the ranks' call fingerprints: PYMSCCLPP_CHECK, 1 (default) or 0."""
+    raw = os.environ.get("PYMSCCLPP_CHECK", "").strip() or "1"
+    if raw not in ("0", "1"):
+        raise InvalidUsageError(f"PYMSCCLPP_CHECK={raw!r}: expected 1 (check every call, the default) or 0 (off)")
+    return raw == "1"

@@ -1,8 +1,10 @@
 """The device error area's layout and its text: where a wait that ran out of budget, or was aborted, records
-what it waited for (``channels.device_errors`` writes it; the host turns it into CommTimeoutError).
+what it waited for (``channels.device_errors`` writes it; the host turns it into CommTimeoutError), or where the
+cross-rank call check found two ranks' calls disagreeing (CallMismatchError).
 
-Layout (int64[ERR_WORDS]): state (1 timed out, 2 aborted), op, rank, peer, channel, expected, seen, block.
-The first failing wait wins (compare-and-swap on ``state``).
+Layout (int64[ERR_WORDS]): state (1 timed out, 2 aborted, 3 mismatch), op, rank, peer, channel, expected, seen,
+block. A mismatch keeps the call's sequence number in ``channel``, this rank's call fingerprint in ``expected``
+and ``peer``'s in ``seen`` (``runtime.fingerprint``). The first failure wins (compare-and-swap on ``state``).
 
 An abort word (uint64[1] in host memory the device reads) ends every spinning wait on it within
 ``ABORT_CHECK_EVERY`` spins instead of its budget: the communicator's, set when its liveness monitor
@@ -15,23 +17,27 @@ from collections import namedtuple
 
 import numpy as np
 
+from .fingerprint import mismatch_text
+
 WaitContext = namedtuple("WaitContext", "err abort rank peer channel timeout_ns")
 """What a device wait records its failure with when no channel handle stands for it (channel handles have
 the same fields): the error area, the abort word, and the rank, peer, channel and budget to report."""
 
 ERR_WORDS = 8
 OP_NAMES = {1: "semaphore wait", 2: "packet wait (unpack_packets)", 3: "fifo push", 4: "flush",
-            5: "packet wait (read_packets)", 6: "port channel wait"}
-OP_WAIT, OP_PACKET, OP_FIFO_PUSH, OP_FLUSH, OP_READ_PACKET, OP_PROXY_ABORT = 1, 2, 3, 4, 5, 6
-TIMED_OUT, ABORTED = 1, 2
+            5: "packet wait (read_packets)", 6: "port channel wait", 7: "call check wait (a peer's call fingerprint)"}
+OP_WAIT, OP_PACKET, OP_FIFO_PUSH, OP_FLUSH, OP_READ_PACKET, OP_PROXY_ABORT, OP_CALLCHECK = 1, 2, 3, 4, 5, 6, 7
+TIMED_OUT, ABORTED, MISMATCH = 1, 2, 3
 ABORT_CHECK_EVERY = 64  # spins between reads of the abort word (host memory: a slow read)
 
 
 def describe(err: np.ndarray) -> str | None:
-    """Human-readable text of a recorded timeout or abort, or None when the area is clear."""
+    """Human-readable text of a recorded timeout, abort or call mismatch, or None when the area is clear."""
     state, code = int(err[0]), int(err[1])
     if state == 0:
         return None
+    if state == MISMATCH:
+        return mismatch_text(int(err[2]), int(err[3]), int(err[5]), int(err[6]), int(err[4]))
     op = OP_NAMES.get(code, f"op {code}")
     if state == ABORTED:
         ended = "was aborted by the host (a peer declared dead: PeerDisconnectedError; or a proxy failed: ProxyError)"

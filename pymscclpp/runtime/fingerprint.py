@@ -1,0 +1,80 @@
+"""The fingerprint of a collective call that peers compare on the device before touching data, and its text.
+
+One non-negative int64: bits 0-39 the element count of the send buffer (saturating at 2^40 - 1), 40-51 the
+root (broadcast; saturating at 4095), 52-54 the op (1 + its index in ``OPS``), 55-59 the dtype (1 + its
+index in ``DTYPES``; 0 an unlisted dtype, whose count is then in bytes), 60-62 the collective (1 + its index
+in ``COLLECTIVES``). Never 0, which kernels read as "check off".
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import NamedTuple
+
+COLLECTIVES = ("all_reduce", "all_gather", "reduce_scatter", "all_to_all", "broadcast")
+DTYPES = {"float32": 4, "bfloat16": 2, "float16": 2, "int32": 4, "uint8": 1, "float64": 8, "int64": 8,
+          "int16": 2, "int8": 1, "uint16": 2, "uint32": 4, "uint64": 8, "bool": 1, "complex64": 8,
+          "complex128": 16, "float8_e4m3fn": 1, "float8_e5m2": 1}  # name: item size
+OPS = ("sum", "min", "max", "prod")
+COUNT_BITS, ROOT_BITS, OP_BITS, DTYPE_BITS, COLLECTIVE_BITS = 40, 12, 3, 5, 3
+_ROOT_AT = COUNT_BITS
+_OP_AT = _ROOT_AT + ROOT_BITS
+_DTYPE_AT = _OP_AT + OP_BITS
+_COLLECTIVE_AT = _DTYPE_AT + DTYPE_BITS
+_DTYPE_NAMES = tuple(DTYPES)
+
+
+class Fingerprint(NamedTuple):
+    """A call as its fingerprint holds it: ``dtype`` None for an unlisted one (``count`` then in bytes)."""
+
+    collective: str
+    count: int
+    dtype: str | None
+    op: str
+    root: int
+
+
+def _field(value: int, bits: int) -> int:
+    return min(value, (1 << bits) - 1)
+
+
+@functools.lru_cache(maxsize=256)
+def pack(collective: str, nbytes: int, dtype: str, op: str, root: int) -> int:
+    """The fingerprint of ``collective`` sending ``nbytes`` of ``dtype`` with ``op`` from ``root``."""
+    itemsize = DTYPES.get(dtype)
+    dtype_code = 0 if itemsize is None else _DTYPE_NAMES.index(dtype) + 1
+    count = nbytes if itemsize is None else nbytes // itemsize
+    op_code = OPS.index(op) + 1 if op in OPS else 0
+    return ((COLLECTIVES.index(collective) + 1) << _COLLECTIVE_AT | dtype_code << _DTYPE_AT | op_code << _OP_AT
+            | _field(root, ROOT_BITS) << _ROOT_AT | _field(count, COUNT_BITS))
+
+
+def unpack(fp: int) -> Fingerprint:
+    """The fields of fingerprint ``fp``."""
+    def get(at: int, bits: int) -> int:
+        return (fp >> at) & ((1 << bits) - 1)
+
+    collective, dtype, op = get(_COLLECTIVE_AT, COLLECTIVE_BITS), get(_DTYPE_AT, DTYPE_BITS), get(_OP_AT, OP_BITS)
+    name = COLLECTIVES[collective - 1] if 0 < collective <= len(COLLECTIVES) else f"collective {collective}"
+    return Fingerprint(name, get(0, COUNT_BITS), _DTYPE_NAMES[dtype - 1] if 0 < dtype <= len(_DTYPE_NAMES) else None,
+                       OPS[op - 1] if 0 < op <= len(OPS) else f"op {op}", get(_ROOT_AT, ROOT_BITS))
+
+
+def describe(fp: int) -> str:
+    """``all_reduce of 1024 float32`` (an op other than sum named: ``... with op max``), ``broadcast of 8 int32
+    from root 1``, ..."""
+    f = unpack(fp)
+    at_least = "at least " if f.count == (1 << COUNT_BITS) - 1 else ""
+    what = f"{f.count} {f.dtype}" if f.dtype is not None else f"{f.count} bytes of an unlisted dtype"
+    text = f"{f.collective} of {at_least}{what}"
+    if f.collective in ("all_reduce", "reduce_scatter") and f.op != "sum":
+        text += f" with op {f.op}"
+    if f.collective == "broadcast":
+        text += f" from root {f.root}"
+    return text
+
+
+def mismatch_text(rank: int, peer: int, ours: int, theirs: int, seq: int) -> str:
+    """What a rank whose call disagreed with ``peer``'s reports."""
+    return (f"rank {rank} called {describe(ours)}, rank {peer} called {describe(theirs)}: the ranks' calls do not "
+            f"match (one-shot call {seq} of the communicator; found on the device before any output was written)")

@@ -200,3 +200,26 @@ def test_a_receive_in_an_aborted_scope_raises_setup_aborted_naming_the_peer():
     finally:
         for b in bs:
             b.close()
+
+
+@pytest.mark.parametrize("kind", ["local", "tcp"])
+def test_ranks_setting_up_different_things_fail_at_once_naming_both(kind):
+    bs_list = group(kind, 3)
+    start = time.monotonic()
+
+    def rank(r):
+        what = "all_gather algorithm 'packet'" if r == 2 else "all_reduce algorithm 'packet'"
+        try:
+            with SetupGuard(bs_list[r], lambda scope: None).scope(what):
+                bs_list[r].all_gather(b"x")  # set-up traffic that would not match across the ranks
+        except PymscclppError as exc:
+            return exc
+        return None
+
+    outcomes = on_ranks(rank, range(3))
+    assert time.monotonic() - start < 5
+    for exc in outcomes:
+        assert isinstance(exc, InvalidUsageError), exc
+        text = str(exc)
+        assert "all_reduce algorithm 'packet'" in text and "all_gather algorithm 'packet'" in text, text
+        assert "rank 2" in text and "the ranks' calls do not match" in text, text

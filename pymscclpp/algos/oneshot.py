@@ -76,8 +76,9 @@ class OneShot(Algorithm):
         self.lanes = shared = lanes(comm, self.protocol, self.blocks)
         self.size = comm.size
         v = shared.view
-        args = {"chans": shared.handles, "cc": self.check.handle, "fp": 0, "inp": v, "out": v, "scratch": v, "flags": shared.flags, "nbytes": 0,
-                "slot_bytes": shared.slot_bytes, "rank": comm.rank, "nranks": comm.size}
+        args = {"chans": shared.handles, "cc": self.check.handle, "fp": 0, "inp": v, "out": v, "scratch": v,
+                "flags": shared.flags, "nbytes": 0, "slot_bytes": shared.slot_bytes, "rank": comm.rank,
+                "nranks": comm.size}
         args.update(dict.fromkeys(self.params, 0))
         self.kernel_launch = Launch(self.kernels[self.protocol], self.blocks, self.threads, args)
         self._bound: Call | None = None  # the call whose buffers and integers the launch's slots hold

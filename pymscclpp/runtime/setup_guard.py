@@ -16,7 +16,7 @@ from collections.abc import Callable, Iterator
 from .. import errors
 from ..errors import BootstrapError, CommTimeoutError, PymscclppError, SetupAbortedError
 
-_SETUP_TAG_BASE = 1 << 60  # bootstrap tags of the scopes' "done" and verdict messages: two per scope
+_SETUP_TAG_BASE = 1 << 60  # bootstrap tags of the scopes' "done", verdict and "what" messages: three per scope
 
 
 class SetupGuard:
@@ -36,6 +36,7 @@ class SetupGuard:
             return
         scope = self.active = self.bootstrap.open_scope()
         try:
+            self._same_what(scope, what)
             yield
             self._all_done(scope)
         except BaseException as exc:
@@ -53,14 +54,35 @@ class SetupGuard:
             self.bootstrap.close_scope()
             self.active = None
 
+    def _same_what(self, scope: int, what: str) -> None:
+        """Raise on every rank, before any set-up traffic, when the ranks set up different things (their calls
+        differ: another collective, or a size another algorithm serves). A peer that is gone, or whose set-up
+        already failed, is left to the body and the verdicts."""
+        b = self.bootstrap
+        tag = _SETUP_TAG_BASE + 3 * scope + 2
+        peers = [p for p in range(b.size) if p != b.rank]
+        for peer in peers:
+            try:
+                b.send(what.encode(), peer, tag)
+            except (BootstrapError, CommTimeoutError):
+                pass
+        for peer in peers:
+            try:
+                theirs = b.recv(peer, tag).decode()
+            except (SetupAbortedError, BootstrapError, CommTimeoutError):
+                return
+            if theirs != what:
+                raise errors.InvalidUsageError(f"rank {b.rank} sets up {what} but rank {peer} sets up {theirs}: "
+                                               "the ranks' calls do not match")
+
     def _all_done(self, scope: int) -> None:
         """Tell every peer this rank's body succeeded and wait for theirs (an abort of the scope ends the wait)."""
         b = self.bootstrap
         peers = [p for p in range(b.size) if p != b.rank]
         for peer in peers:
-            b.send(b"", peer, _SETUP_TAG_BASE + 2 * scope)
+            b.send(b"", peer, _SETUP_TAG_BASE + 3 * scope)
         for peer in peers:
-            b.recv(peer, _SETUP_TAG_BASE + 2 * scope)
+            b.recv(peer, _SETUP_TAG_BASE + 3 * scope)
 
     def _verdict(self, scope: int, what: str, mine: BaseException | None, seen: BaseException) -> PymscclppError:
         """The error every rank raises: from each rank its own failure (if any), the lowest rank's wins;
@@ -70,7 +92,7 @@ class SetupGuard:
         if mine is not None:
             failures[b.rank] = (type(mine).__name__, str(mine))
         note = b"" if mine is None else json.dumps(failures[b.rank]).encode()
-        tag = _SETUP_TAG_BASE + 2 * scope + 1
+        tag = _SETUP_TAG_BASE + 3 * scope + 1
         peers = [p for p in range(b.size) if p != b.rank]
         for peer in peers:
             try:

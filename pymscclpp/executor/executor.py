@@ -46,10 +46,17 @@ class KernelStats:
     disk_cache_hit: bool
 
 
+class _NoThreadBlocks:
+    """The launch of a rank the plan gives no thread blocks (its peers may still use its buffers): nothing."""
+
+    def launch(self, stream: int = 0) -> None:
+        """No kernel to issue."""
+
+
 class PreparedCall:
     """One call's copies in, kernel launch and copies out, ready to issue on any stream."""
 
-    def __init__(self, launch: Launch, binding: Binding, comm, check=None):
+    def __init__(self, launch: Launch | _NoThreadBlocks, binding: Binding, comm, check=None):
         self.launch_, self.binding, self.comm, self.check = launch, binding, comm, check
         self.pre, self.post = Copies(binding.pre), Copies(binding.post)
 
@@ -256,7 +263,9 @@ class Executor:
                             f"chunks, more than the {limit} bytes available")
 
     def _launch(self, spec: KernelSpec, resources: PlanResources, scratch: ScratchSet, binding: Binding,
-                layout: MessageLayout) -> Launch:
+                layout: MessageLayout) -> Launch | _NoThreadBlocks:
+        if not spec.xplan.plan.gpus[spec.rank].threadblocks:
+            return _NoThreadBlocks()
         module, source_s = load_module(spec)
         values = {"inp": binding.kin, "out": binding.kout, "scr": scratch.scratch, "st": resources.state,
                   "err": self.comm.error_area, "abt": self.comm.abort_word, "tmo": np.uint64(self.comm.timeout_ns),

@@ -29,6 +29,14 @@ def _input_only(n: int) -> dict:
         return prog.to_dict()
 
 
+def _rank0_only(n: int) -> dict:
+    """Only rank 0 has work (a copy within its input); the other ranks' plans have no thread blocks."""
+    with CollectiveProgram("rank0_only", TestCollective(n, 2, 0), n) as prog:
+        inp = Rank(0).get_input_buffer()
+        Rank(0).copy(inp[1:2], inp[0:1], tb=0)
+        return prog.to_dict()
+
+
 def test_zero_chunk_plan_lays_out_in_alignment_sized_chunks():
     lay = message_layout(ExecutionPlan.from_plan(scratch_exchange(2)), 0, 0, 0, 4)
     assert (lay.chunk, lay.in_slots(), lay.out_slots()) == (16, [], [])
@@ -48,7 +56,8 @@ def pool():
     ranks.close()
 
 
-@pytest.mark.parametrize("program, count", [(scratch_exchange, 0), (sendrecv_ring, 20), (allgather_forward_packets, 12)])
+@pytest.mark.parametrize("program, count", [(scratch_exchange, 0), (sendrecv_ring, 20), (allgather_forward_packets, 12),
+                                            (_rank0_only, 16)])
 def test_program_runs_through_the_executor_as_the_interpreter_does(pool, program, count):
     xplan = ExecutionPlan.from_plan(program(3))
     inputs = oracle.make_inputs(xplan, "float32", count, 1, 2)

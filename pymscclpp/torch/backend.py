@@ -268,14 +268,17 @@ for _name in FORWARDED:
 
 def _through_host(group: dist.ProcessGroup, name: str, tensors: list, *args, **kwargs) -> dist.Work:
     """gloo's point-to-point calls read and write host memory only (a CUDA pointer ends the process): send a
-    host copy, or receive into one and copy it back; the call has completed when this returns."""
+    host copy, or receive into one and copy it back. The call has completed when this returns, and so has the
+    Work it returns (torch waits on it again, which gloo's own Work would not survive on GPUs)."""
+    if name == "recv_anysource":
+        raise InvalidUsageError("torch.distributed recv from any source of a CUDA tensor: the gloo fallback "
+                                "cannot stage it through the host (name the source, or use the NCCL fallback)")
     host = [t.cpu() if name == "send" else torch.empty_like(t, device="cpu") for t in tensors]
-    work = getattr(group, name)(host, *args, **kwargs)
-    work.wait()
+    getattr(group, name)(host, *args, **kwargs).wait()
     if name != "send":
         for t, h in zip(tensors, host):
             t.copy_(h)
-    return work
+    return _done(tensors)
 
 
 def _fallback_group(kind: str, store: dist.Store, rank: int, size: int, timeout: timedelta) -> dist.ProcessGroup:

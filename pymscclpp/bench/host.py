@@ -1,7 +1,8 @@
 """Host-side costs, in one run: import, communicator set-up, each collective's first call (and whether numba's
 disk cache served its kernel), and the eager enqueue cost of each collective against a one-element-wise torch
 op (a trivial numba kernel launch without torch) in the same process; with torch on a GPU, also the CUDA-graph
-latency of a bf16 all-reduce at 1 KB, 64 KB and 1 MB.
+latency of a bf16 all-reduce at 1 KB, 64 KB and 1 MB, and the eager cost of an all-reduce through the NCCL
+drop-in and the torch.distributed backend.
 
 ``mpirun -np 2 python -m pymscclpp.bench --op host [--json FILE]``: on one GPU (ranks may share it) or on the
 simulator, where only the host figures mean anything. Run it twice with one ``PYMSCCLPP_CACHE_DIR`` to see a
@@ -114,6 +115,36 @@ def graph_us(torch, comm, nbytes: int, barrier, iters: int = 50, reps: int = 20)
     return time_graph(capture(lambda: comm.all_reduce(x), iters), iters, reps, barrier)
 
 
+def integration_us(torch, world, nbytes: int, calls: int, reps: int) -> dict:
+    """Eager host us per all-reduce of ``nbytes`` float32 through the NCCL drop-in (raw pointers, torch's
+    stream) and the torch.distributed backend, each on a communicator of its own (GPU runs with torch only)."""
+    import socket
+
+    import torch.distributed as dist
+
+    from .. import nccl as pn
+    from .. import torch as _registers_backend  # noqa: F401
+    rank, size = world.Get_rank(), world.Get_size()
+    x = torch.ones(max(1, nbytes // 4), dtype=torch.float32, device="cuda")
+    drop_in = pn.NcclCommunicator(size, world.bcast(pn.get_unique_id() if rank == 0 else None), rank)
+    stream = torch.cuda.current_stream().cuda_stream
+    rows = {"eager_nccl_dropin_all_reduce_us": host_us(
+        lambda: drop_in.allReduce(x.data_ptr(), x.data_ptr(), x.numel(), pn.NCCL_FLOAT32, pn.NCCL_SUM, stream),
+        calls, reps, world.Barrier, torch)}
+    drop_in.destroy()
+    port = None
+    if rank == 0:
+        with socket.socket() as probe:
+            probe.bind(("127.0.0.1", 0))
+            port = probe.getsockname()[1]
+    store = dist.TCPStore("127.0.0.1", world.bcast(port), size, rank == 0)
+    dist.init_process_group("mscclpp", store=store, rank=rank, world_size=size)
+    rows["eager_torch_backend_all_reduce_us"] = host_us(lambda: dist.all_reduce(x), calls, reps, world.Barrier,
+                                                        torch)
+    dist.destroy_process_group()
+    return rows
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(prog="python -m pymscclpp.bench --op host", description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -155,6 +186,7 @@ def main(argv=None) -> int:
     if torch is not None and pymscclpp.BACKEND == "gpu":  # device latency, for runs before and after a change
         for nbytes in (1 << 10, 64 << 10, 1 << 20):
             rows[f"graph_all_reduce_{nbytes}_us"] = graph_us(torch, comm, nbytes, world.Barrier)
+        rows.update(integration_us(torch, world, args.bytes, args.calls, args.reps))
     comm.check_device_errors()
     comm.close()
     if world.Get_rank() == 0:

@@ -1,6 +1,7 @@
 """The broadcast kernel: the root sends its data into every peer's scratch (one slot per half), each peer
-copies it out; the protocol a compile-time parameter (one body, an entry kernel per protocol). Peers hand the root a credit per scratch half they have freed, so the
-root never overwrites data a slow peer has yet to read, whichever rank was root before.
+copies it out; the protocol a compile-time parameter (one body, an entry kernel per protocol). Peers hand the
+root a credit per scratch half they have freed, so the root never overwrites data a slow peer has yet to read,
+whichever rank was root before.
 """
 
 from __future__ import annotations

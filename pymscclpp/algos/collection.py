@@ -107,7 +107,8 @@ class AlgorithmCollection:
         algo = self._built.get(key)
         if algo is None:
             if key not in self._factories:
-                raise InvalidUsageError(f"unknown {collective} algorithm {name!r}: choose from {self.names(collective)}")
+                raise InvalidUsageError(f"unknown {collective} algorithm {name!r}: choose from "
+                                        f"{self.names(collective)}")
             algo = self._built[key] = self._factories[key]()
         if key not in self._ready:
             with self.comm.setup(f"{collective} algorithm {name!r}"):  # a failure on one rank raises on all

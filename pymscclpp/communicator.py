@@ -15,23 +15,35 @@ from .channels import reduce as red
 from .errors import InvalidUsageError
 from .fallback import nccl as nccl_fallback
 from .runtime.backend import IS_SIM
-from .runtime.buffers import as_numba_stream, buffer_info, bytes_view, stream_handle
+from .runtime.buffers import DeviceView, as_numba_stream, buffer_info, bytes_view, stream_handle
 from .runtime.communicator import Communicator as _RuntimeCommunicator
 
 
 _REPEATS = 64  # calls remembered by their buffer objects (which stay referenced meanwhile)
 
 
-def _torch_state(buf) -> tuple | None:
-    """(address, elements, dtype) of a torch tensor, the cheap identity a repeated call is checked by; else None."""
-    if type(buf).__module__.split(".")[0] != "torch":
-        return None
+def _torch_state(buf) -> tuple:
+    """(address, elements, dtype) of a torch tensor, the cheap identity a repeated call is checked by."""
     return buf.data_ptr(), buf.numel(), buf.dtype
 
 
+def _view_state(buf) -> None:
+    """A DeviceView never changes: the same object is the same buffer."""
+    return None
+
+
+def _state_of(buf):
+    """How a repeated call checks ``buf`` (a torch tensor, a DeviceView or None) is unchanged; False for other
+    buffers, whose calls are checked in full every time."""
+    if buf is None or type(buf) is DeviceView:
+        return _view_state
+    return _torch_state if type(buf).__module__.split(".")[0] == "torch" else False
+
+
 def _current_stream_of(tensor):
-    """``f(device)``: the raw handle of torch's current stream, which a call with no stream runs on."""
-    if IS_SIM:
+    """``f(device)``: the raw handle of the stream a call with no stream runs on (torch's current one for a tensor,
+    else the legacy default stream)."""
+    if IS_SIM or _state_of(tensor) is not _torch_state:
         return lambda device: 0
     import torch
     return torch._C._cuda_getCurrentRawStream
@@ -49,21 +61,20 @@ class Communicator(_RuntimeCommunicator):
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
         self.algorithms: AlgorithmCollection = self.extension("algorithms", AlgorithmCollection)
-        self._repeats: dict[tuple, tuple] = {}  # call key -> (buffers, their states, algorithm, call)
+        self._repeats: dict[tuple, tuple] = {}  # call key -> (buffers, state checks, states, algorithm, call, ...)
 
     def _repeat(self, key: tuple, sendbuf, recvbuf, stream) -> bool:
         """Launch a call made before with the same torch tensors (unchanged), skipping its checks and selection."""
         hit = self._repeats.get(key)
         if hit is None:
             return False
-        (send, recv), states, algorithm, call, current_stream = hit
-        if (send.data_ptr(), send.numel(), send.dtype) != states[0] or \
-                (recv is not None and (recv.data_ptr(), recv.numel(), recv.dtype) != states[1]):
+        (send, recv), (send_state, recv_state), states, algorithm, call, current_stream = hit
+        if send_state(send) != states[0] or recv_state(recv) != states[1]:
             return False
         handle = current_stream(self.device) if stream is None else stream_handle(stream, sendbuf, self.device)
         if handle != call.stream:
             call = call._replace(stream=handle)
-            self._repeats[key] = hit[:3] + (call, current_stream)
+            self._repeats[key] = hit[:4] + (call, current_stream)
         self.raise_if_failed()
         algorithm.launch(call)
         if IS_SIM:
@@ -202,8 +213,10 @@ class Communicator(_RuntimeCommunicator):
         algorithm.launch(call)
         if IS_SIM:  # a simulated kernel has finished by now: its failure is this call's
             self.check_device_errors()
-        states = (_torch_state(sendbuf), _torch_state(recvbuf))
-        if states[0] is not None and (recvbuf is None or states[1] is not None):
+        state_fns = (_state_of(sendbuf), _state_of(recvbuf))
+        if all(state_fns):
             if len(self._repeats) >= _REPEATS:
                 del self._repeats[next(iter(self._repeats))]
-            self._repeats[key] = ((sendbuf, recvbuf), states, algorithm, call, _current_stream_of(sendbuf))
+            states = (state_fns[0](sendbuf), state_fns[1](recvbuf))
+            self._repeats[key] = ((sendbuf, recvbuf), state_fns, states, algorithm, call,
+                                  _current_stream_of(sendbuf))

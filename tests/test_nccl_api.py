@@ -17,7 +17,7 @@ from pymscclpp.errors import InvalidUsageError
 from pymscclpp.fallback import nccl as fb
 from pymscclpp.nccl import buffers, group, ids
 from pymscclpp.runtime.bootstrap import UniqueId
-from pymscclpp.runtime.buffers import buffer_info
+from pymscclpp.runtime.buffers import DeviceView, buffer_info
 from rankpool import RankPool
 
 # cupy_backends/cuda/libs/nccl.pxd
@@ -209,10 +209,12 @@ def test_bad_arguments_are_named_before_anything_runs(log, call, words):
     assert log == []
 
 
-def test_pointers_become_cuda_array_interface_buffers_that_keep_their_dtype(monkeypatch):
-    ptr = buffers.DevicePointer(0x7000, 5, np.dtype(np.float16))
+def test_pointers_become_immutable_cuda_array_interface_buffers_that_keep_their_dtype(monkeypatch):
+    ptr = DeviceView(0x7000, 5, np.dtype(np.float16))
     assert ptr.__cuda_array_interface__ == {"shape": (5,), "typestr": "<f2", "data": (0x7000, False),
                                             "version": 3, "strides": None}
+    with pytest.raises(AttributeError, match="immutable"):
+        ptr.count = 6
     assert buffers.typed("float32") and buffers.numpy_dtype("bfloat16").itemsize == 2
     monkeypatch.setattr(buffers, "IS_SIM", False)  # on GPUs bfloat16's typestr is raw bytes: NCCL reduces it
     assert buffers.typed("float64") and not buffers.typed("bfloat16")

@@ -8,13 +8,14 @@ from ``buffer_info(array).ptr``) is viewed in place.
 from __future__ import annotations
 
 import ctypes
+import functools
 from typing import NamedTuple
 
 import numpy as np
 
 from ..errors import InvalidUsageError
 from ..runtime.backend import IS_SIM
-from ..runtime.buffers import buffer_info, bytes_view
+from ..runtime.buffers import DeviceView, buffer_info, bytes_view
 from ..runtime.memory import view_as
 from .constants import ITEMSIZES
 
@@ -30,18 +31,7 @@ class Buffer(NamedTuple):
     ptr: int
 
 
-class DevicePointer:
-    """``count`` elements of ``dtype`` at device address ``ptr``, seen through ``__cuda_array_interface__``."""
-
-    def __init__(self, ptr: int, count: int, dtype: np.dtype, owner=None):
-        self.ptr, self.count, self.dtype, self.owner = ptr, count, dtype, owner
-
-    @property
-    def __cuda_array_interface__(self) -> dict:
-        return {"shape": (self.count,), "typestr": self.dtype.str, "data": (self.ptr, False), "version": 3,
-                "strides": None}
-
-
+@functools.lru_cache(maxsize=None)
 def numpy_dtype(name: str) -> np.dtype:
     """The NumPy dtype named ``name``: bfloat16 and float8 come from ml_dtypes, else are raw bytes of their size."""
     try:
@@ -72,14 +62,30 @@ def device_buffer(buf, count: int, dtype_name: str, what: str) -> Buffer:
             raw = (ctypes.c_uint8 * nbytes).from_address(ptr) if nbytes else np.empty(0, np.uint8)
             return Buffer(FakeCUDAArray(np.ctypeslib.as_array(raw).view(dtype)), ptr)
         _check_extent(ptr, nbytes, count, dtype_name, what)
-        return Buffer(DevicePointer(ptr, count, dtype), ptr)
+        return Buffer(_view(ptr, count, dtype), ptr)
     info = buffer_info(buf)
     if nbytes > info.nbytes:
         raise InvalidUsageError(f"{what}: count {count} of {dtype_name} needs {nbytes} bytes, but the buffer "
                                 f"has {info.nbytes}")
     if IS_SIM:
         return Buffer(view_as(bytes_view(buf, info), dtype, 0, count), info.ptr)
-    return Buffer(DevicePointer(info.ptr, count, dtype, owner=buf), info.ptr)
+    return Buffer(DeviceView(info.ptr, count, dtype, owner=buf), info.ptr)
+
+
+_VIEWS: dict[tuple, DeviceView] = {}  # (pointer, count, dtype) -> its view: a repeated call passes the same object
+_MAX_VIEWS = 256
+
+
+def _view(ptr: int, count: int, dtype: np.dtype) -> DeviceView:
+    """The view of ``count`` ``dtype`` at ``ptr``, the same object for the same pointer (the Communicator then
+    recognises a repeated call)."""
+    key = (ptr, count, dtype)
+    view = _VIEWS.get(key)
+    if view is None:
+        if len(_VIEWS) >= _MAX_VIEWS:
+            del _VIEWS[next(iter(_VIEWS))]
+        view = _VIEWS[key] = DeviceView(ptr, count, dtype)
+    return view
 
 
 def _check_extent(ptr: int, nbytes: int, count: int, dtype_name: str, what: str) -> None:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 
 from ..channels import reduce as red
@@ -127,6 +129,7 @@ class NcclCommunicator:
 
     # -- routing --------------------------------------------------------------------------------
     @staticmethod
+    @functools.lru_cache(maxsize=None)
     def _reduces(dtype: str, op: str) -> bool:
         """Whether pymscclpp's reductions serve ``dtype`` and ``op`` (buffers made here must show the dtype)."""
         return serves_reduction(dtype, op) and typed(dtype)

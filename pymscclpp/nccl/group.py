@@ -45,6 +45,8 @@ def submit(call: Call) -> None:
     """Issue ``call`` now, or queue it inside a group."""
     if _state.depth:
         _state.queue.append(call)
+    elif call.fallback is None:
+        call.issue()
     else:
         _issue([call])
 

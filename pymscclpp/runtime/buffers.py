@@ -33,6 +33,25 @@ class BufferInfo(NamedTuple):
         return math.prod(self.shape)
 
 
+class DeviceView:
+    """``count`` elements of ``dtype`` at device address ``ptr``, seen through ``__cuda_array_interface__``;
+    immutable, so a call repeated on the same view needs no new checks (``owner`` keeps the memory's object)."""
+
+    __slots__ = ("ptr", "count", "dtype", "owner")
+
+    def __init__(self, ptr: int, count: int, dtype: np.dtype, owner=None):
+        for name, value in zip(self.__slots__, (ptr, count, dtype, owner)):
+            object.__setattr__(self, name, value)
+
+    def __setattr__(self, name, value):
+        raise AttributeError(f"DeviceView is immutable: cannot set {name}")
+
+    @property
+    def __cuda_array_interface__(self) -> dict:
+        return {"shape": (self.count,), "typestr": self.dtype.str, "data": (self.ptr, False), "version": 3,
+                "strides": None}
+
+
 def _c_contiguous(shape, strides, itemsize) -> bool:
     expected = itemsize
     for dim, stride in zip(reversed(shape), reversed(strides)):

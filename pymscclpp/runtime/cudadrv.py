@@ -17,6 +17,7 @@ from ..errors import BackendError, RegistrationError
 
 IPC_HANDLE_BYTES = 64
 _open_lock = threading.Lock()
+_attribute_lock = threading.Lock()  # pointer_info's value slots are shared
 _opened: dict[bytes, list] = {}  # handle bytes -> [base address, refcount]
 
 
@@ -37,34 +38,47 @@ def ensure_context() -> int:
     return cuda.current_context().device.id
 
 
-def _pointer_attribute(attribute, ptr: int) -> int | None:
-    """An integer pointer attribute read through libcuda directly (cuda-bindings 13.3 reports
-    DEVICE_ORDINAL as 0 for memory on other devices); None for memory the driver does not know."""
-    global _libcuda
-    if _libcuda is None:
-        _libcuda = ctypes.CDLL("libcuda.so.1")
-    value = ctypes.c_int(0)
-    rc = _libcuda.cuPointerGetAttribute(ctypes.byref(value), ctypes.c_int(int(attribute)), ctypes.c_uint64(ptr))
-    return None if rc != 0 else value.value
-
-
 _libcuda = None
+_ATTRIBUTES = None  # (count, CUpointer_attribute array, value slots, their addresses) of pointer_info's one call
+
+
+def _pointer_attributes(ptr: int) -> tuple[int, int, int, int]:
+    """(memory type, device ordinal, range start, range size) of ``ptr`` in one cuPointerGetAttributes call, through
+    libcuda directly (cuda-bindings 13.3 reports DEVICE_ORDINAL as 0 for memory on other devices); memory type 0
+    for memory the driver does not know."""
+    global _libcuda, _ATTRIBUTES
+    if _ATTRIBUTES is None:
+        _libcuda = ctypes.CDLL("libcuda.so.1")
+        _libcuda.cuPointerGetAttributes.argtypes = [ctypes.c_uint, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_uint64]
+        a = cu.CUpointer_attribute
+        names = (a.CU_POINTER_ATTRIBUTE_MEMORY_TYPE, a.CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL,
+                 a.CU_POINTER_ATTRIBUTE_RANGE_START_ADDR, a.CU_POINTER_ATTRIBUTE_RANGE_SIZE)
+        values = (ctypes.c_uint(), ctypes.c_int(), ctypes.c_uint64(), ctypes.c_size_t())
+        kinds = (ctypes.c_int * 4)(*(int(n) for n in names))
+        slots = (ctypes.c_void_p * 4)(*(ctypes.addressof(v) for v in values))
+        _ATTRIBUTES = (kinds, slots, values)
+    kinds, slots, values = _ATTRIBUTES
+    with _attribute_lock:
+        for v in values:
+            v.value = 0
+        if _libcuda.cuPointerGetAttributes(4, kinds, slots, ptr) != 0:
+            return 0, -1, 0, 0
+        return tuple(v.value for v in values)
+
+
+_KINDS = {int(cu.CUmemorytype.CU_MEMORYTYPE_DEVICE): "device", int(cu.CUmemorytype.CU_MEMORYTYPE_HOST): "host",
+          int(cu.CUmemorytype.CU_MEMORYTYPE_UNIFIED): "managed"}
 
 
 def pointer_info(ptr: int) -> tuple[str, int, int, int]:
     """(memory type, device ordinal, allocation base, allocation size) of a pointer."""
-    attr = cu.CUpointer_attribute
-    mtype = _pointer_attribute(attr.CU_POINTER_ATTRIBUTE_MEMORY_TYPE, ptr)
-    if mtype is None:
+    mtype, ordinal, base, size = _pointer_attributes(ptr)
+    if mtype == 0:
         return "host", -1, 0, 0  # unregistered host memory is unknown to the driver
-    kind = {int(cu.CUmemorytype.CU_MEMORYTYPE_DEVICE): "device",
-            int(cu.CUmemorytype.CU_MEMORYTYPE_HOST): "host",
-            int(cu.CUmemorytype.CU_MEMORYTYPE_UNIFIED): "managed"}.get(mtype, "unknown")
+    kind = _KINDS.get(mtype, "unknown")
     if kind != "device":
         return kind, -1, 0, 0
-    ordinal = _pointer_attribute(attr.CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL, ptr)
-    base, size = check(cu.cuMemGetAddressRange(cu.CUdeviceptr(ptr)), "cuMemGetAddressRange")
-    return kind, int(ordinal), int(base), int(size)
+    return kind, ordinal, base, size
 
 
 def ipc_handle(base: int) -> bytes:

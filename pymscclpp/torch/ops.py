@@ -16,5 +16,14 @@ UNREDUCED = f"pymscclpp reduces only SUM, MIN, MAX, PRODUCT of {', '.join(DTYPE_
 
 def reduce_op_name(dtype: torch.dtype, op) -> str | None:
     """pymscclpp's name for ``op`` (a ReduceOp, its RedOpType, or None for SUM) when it reduces ``dtype``, else None."""
-    name = _OPS.get(_R.SUM if op is None else getattr(op, "op", op))
-    return name if name is not None and serves_reduction(str(dtype).removeprefix("torch."), name) else None
+    key = (dtype, _R.SUM if op is None else getattr(op, "op", op))
+    try:
+        return _SERVED[key]
+    except KeyError:
+        name = _OPS.get(key[1])
+        served = _SERVED[key] = name if name is not None and \
+            serves_reduction(str(dtype).removeprefix("torch."), name) else None
+        return served
+
+
+_SERVED: dict = {}  # (torch dtype, RedOpType) -> reduce_op_name's answer: asked on every eager call

@@ -12,10 +12,12 @@ from __future__ import annotations
 from collections import namedtuple
 
 import numpy as np
+from numba.core import types
 
 from ..channels.primitives import LL16_BYTES
 from ..runtime import config
 from ..runtime.fingerprint import pack
+from ..runtime.handle_types import BYTES, U32, WAIT_CONTEXT
 from ..runtime.memory import alloc
 from .algorithm import Call
 
@@ -23,6 +25,11 @@ MAX_BLOCKS = 128  # the largest grid of a one-shot algorithm
 
 CallCheckHandle = namedtuple("CallCheckHandle", "inbox peers counts err abort rank peer channel timeout_ns")
 """What kernels take: our area, every peer's (in peer order), the sequence words, and the error context."""
+
+
+def handle_type(peers: int) -> types.NamedTuple:
+    """The numba type of a ``CallCheckHandle`` with ``peers`` peer areas."""
+    return types.NamedTuple([BYTES, types.UniTuple(BYTES, peers), U32, *WAIT_CONTEXT], CallCheckHandle)
 
 
 class CallCheck:

@@ -17,14 +17,12 @@ from ..errors import InvalidUsageError
 from ..runtime.backend import IS_SIM
 from .algorithm import COLLECTIVES, Algorithm, Call
 from .cross_host import CrossHost
-from .oneshot import PACKET_MAX, AllGather, AllReduce, AllToAll, Broadcast, ReduceScatter
+from .oneshot import BY_COLLECTIVE, PACKET_MAX, AllReduce
 
 _INF = float("inf")
-_ONE_SHOT = {"all_reduce": AllReduce, "all_gather": AllGather, "reduce_scatter": ReduceScatter,
-             "all_to_all": AllToAll, "broadcast": Broadcast}
 # all_reduce measured on 2 x H200 (docs/performance.md); the others take its packet/simple threshold for now.
 DEFAULT_TABLE = {"all_reduce": [(16 << 10, "packet"), (256 << 10, "packet_wide"), (_INF, "simple")],
-                 **{name: [(256 << 10, "packet"), (_INF, "simple")] for name in _ONE_SHOT if name != "all_reduce"}}
+                 **{name: [(256 << 10, "packet"), (_INF, "simple")] for name in BY_COLLECTIVE if name != "all_reduce"}}
 _CHOICES = 256  # remembered call shapes
 
 
@@ -33,10 +31,10 @@ def builtin_factories() -> dict[tuple[str, str], Callable[[], Algorithm]]:
     grid = {"packet": (2, 32) if IS_SIM else (64, 512), "packet_narrow": (2, 32) if IS_SIM else (16, 256),
             "simple": (2, 32) if IS_SIM else (128, 512)}
     out: dict = {}
-    for collective, cls in _ONE_SHOT.items():
+    for collective, cls in BY_COLLECTIVE.items():
         out[collective, "packet"] = lambda cls=cls: cls("packet", "packet", *grid["packet"], PACKET_MAX)
         out[collective, "simple"] = lambda cls=cls: cls("simple", "simple", *grid["simple"])
-    for collective in _ONE_SHOT:  # ranks on several hosts: the one-shot kernels need one host, these do not
+    for collective in BY_COLLECTIVE:  # ranks on several hosts: the one-shot kernels need one host, these do not
         out[collective, "cross_host_ll"] = lambda c=collective: CrossHost("cross_host_ll", c, "LL", 64 << 10)
         out[collective, "cross_host"] = lambda c=collective: CrossHost("cross_host", c)
     out["all_reduce", "packet"] = lambda: AllReduce("packet", "packet", *grid["packet_narrow"], PACKET_MAX)

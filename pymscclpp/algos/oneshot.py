@@ -7,14 +7,16 @@ call fingerprints (``algos.callcheck``).
 from __future__ import annotations
 
 import numpy as np
+from numba.core import types
 
 from ..channels import reduce as red
+from ..runtime import handle_types as ht
 from ..runtime.backend import IS_SIM
 from ..runtime.launch import Launch
 from ..runtime.memory import alloc
 from ..errors import InvalidUsageError
 from .algorithm import Algorithm, Call, Constraint
-from .callcheck import MAX_BLOCKS, callcheck
+from .callcheck import MAX_BLOCKS, callcheck, handle_type
 from . import allgather_kernels, broadcast_kernels, reduce_kernels
 from .grid import blocks_for
 
@@ -80,10 +82,21 @@ class OneShot(Algorithm):
                 "flags": shared.flags, "nbytes": 0, "slot_bytes": shared.slot_bytes, "rank": comm.rank,
                 "nranks": comm.size}
         args.update(dict.fromkeys(self.params, 0))
-        self.kernel_launch = Launch(self.kernels[self.protocol], self.blocks, self.threads, args)
+        self.kernel_launch = Launch(self.kernels[self.protocol], self.blocks, self.threads, args,
+                                    argtypes=self.argtypes(comm.size))
         self._bound: Call | None = None  # the call whose buffers and integers the launch's slots hold
 
     params: tuple = ()  # the kernel's per-call integers after ``nranks``
+
+    @classmethod
+    def argtypes(cls, nranks: int) -> tuple:
+        """The numba types of the entry kernels' arguments on ``nranks`` ranks, in ``setup``'s order (the
+        launch checks its values have them)."""
+        i64 = types.int64
+        named = {"chans": types.UniTuple(ht.memory_channel(), nranks - 1), "cc": handle_type(nranks - 1), "fp": i64,
+                 "inp": ht.BYTES, "out": ht.BYTES, "scratch": ht.BYTES, "flags": ht.U32, "nbytes": i64,
+                 "slot_bytes": i64, "rank": i64, "nranks": i64, **dict.fromkeys(cls.params, i64)}
+        return tuple(named.values())
 
     def param_values(self, call: Call) -> tuple:
         """The values of ``params`` for ``call``."""
@@ -154,3 +167,14 @@ class Broadcast(OneShot):
 
     def param_values(self, call: Call) -> tuple:
         return (call.root,)
+
+
+BY_COLLECTIVE = {"all_reduce": AllReduce, "all_gather": AllGather, "reduce_scatter": ReduceScatter,
+                 "all_to_all": AllToAll, "broadcast": Broadcast}
+
+
+def entry_kernels(nranks: int) -> dict[str, tuple]:
+    """(entry kernel, argument types) by kernel name of every one-shot kernel a communicator of ``nranks`` ranks
+    (on one host) compiles: one per family and protocol, whatever the dtype, op, grid or buffers."""
+    return {kernel.py_func.__name__: (kernel, cls.argtypes(nranks))
+            for cls in BY_COLLECTIVE.values() for kernel in cls.kernels.values()}

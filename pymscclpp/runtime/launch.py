@@ -69,14 +69,26 @@ def _driver_offsets(func: int, count: int) -> list[int] | None:
     return offsets
 
 
+def _checked_types(kernel, args: dict, declared: tuple | None) -> tuple:
+    """The numba types of the values ``args``, which must be ``declared`` when that is given."""
+    found = nc.argument_types_of(kernel, tuple(args.values()))
+    if declared is not None and found != tuple(declared):
+        name, got, want = next(d for d in zip(args, found, declared) if d[1] != d[2])
+        raise BackendError(f"launch of {kernel.py_func.__name__}: argument {name} is {got}, declared {want}")
+    return found
+
+
 class Launch:
     """``kernel[griddim, blockdim](**args)`` ready to issue again and again with ``launch(stream)``.
 
     ``args`` maps the kernel's parameter names, in order, to values (they stay referenced: their memory must
-    outlive the launch). ``compile_s``: seconds to compile or load the kernel; ``disk_cache_hit``: it came from
-    disk (a kept cubin, or numba's cache)."""
+    outlive the launch). ``argtypes``: the numba types the kernel is compiled for, declared ahead (the values
+    must have them, checked under the simulator too); by default the values' own (None under the simulator).
+    ``compile_s``: seconds to compile or load the kernel; ``disk_cache_hit``: it came from disk (a kept cubin,
+    or numba's cache)."""
 
-    def __init__(self, kernel, griddim: int, blockdim: int, args: dict, sharedmem: int = 0):
+    def __init__(self, kernel, griddim: int, blockdim: int, args: dict, sharedmem: int = 0,
+                 argtypes: tuple | None = None):
         names = list(args)
         if names != nc.parameter_names(kernel):
             raise BackendError(f"launch of {kernel.py_func.__name__}: arguments {names} do not match its "
@@ -85,16 +97,16 @@ class Launch:
         self.values = dict(args)
         self.mode = launch_mode()
         self.compile_s, self.disk_cache_hit = 0.0, False
+        self.argtypes = argtypes if IS_SIM and argtypes is None else _checked_types(kernel, args, argtypes)
         if IS_SIM:
             return
-        argtypes = nc.argument_types_of(kernel, tuple(args.values()))
         if self.mode == "numba":
-            _, self.compile_s, self.disk_cache_hit = nc.compile_for(kernel, argtypes)
+            _, self.compile_s, self.disk_cache_hit = nc.compile_for(kernel, self.argtypes)
             return
-        self._func, self.compile_s, self.disk_cache_hit = kernel_cache.function_for(kernel, argtypes)
+        self._func, self.compile_s, self.disk_cache_hit = kernel_cache.function_for(kernel, self.argtypes)
         flat: list = []
         self._first: dict[str, int] = {}
-        for name, ty in zip(names, argtypes):
+        for name, ty in zip(names, self.argtypes):
             self._first[name] = len(flat)
             nc.flatten(ty, args[name], flat)
         self._cu = _driver().cuLaunchKernel

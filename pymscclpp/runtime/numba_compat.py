@@ -50,9 +50,14 @@ def _warn_untested() -> None:
 
 
 def argument_types_of(kernel, args: tuple) -> tuple:
-    """The numba types dispatcher ``kernel`` gives the values ``args`` (no compilation)."""
+    """The numba types dispatcher ``kernel`` gives the values ``args`` (no compilation); a simulator kernel,
+    which types nothing, gets numba's argument types."""
     _warn_untested()
-    return tuple(kernel.typeof_pyval(a) for a in args)
+    typeof = getattr(kernel, "typeof_pyval", None)
+    if typeof is None:
+        from numba.core.typing.typeof import Purpose, typeof as numba_typeof
+        return tuple(numba_typeof(a, Purpose.argument) for a in args)
+    return tuple(typeof(a) for a in args)
 
 
 def compile_for(kernel, argtypes: tuple):

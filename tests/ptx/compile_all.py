@@ -23,29 +23,11 @@ _dispatcher.get_current_device = lambda: pytypes.SimpleNamespace(compute_capabil
 import channel_cases  # noqa: E402
 import test_reduce  # noqa: E402
 import pymscclpp.bench.memory_channel as bench  # noqa: E402
-from pymscclpp.algos import allgather_kernels as agk  # noqa: E402
-from pymscclpp.algos import broadcast_kernels as bck  # noqa: E402
-from pymscclpp.algos import reduce_kernels as rdk  # noqa: E402
-from pymscclpp.algos.callcheck import CallCheckHandle  # noqa: E402
-from pymscclpp.runtime.memory_channel import MemoryChannelHandle  # noqa: E402
+from pymscclpp.algos.oneshot import entry_kernels  # noqa: E402
+from pymscclpp.runtime.handle_types import BYTES as U8, U32, memory_channel  # noqa: E402
 
-U8, U32 = types.Array(types.uint8, 1, "C"), types.Array(types.uint32, 1, "C")
-U64, I64 = types.Array(types.uint64, 1, "C"), types.Array(types.int64, 1, "C")
-CHANNEL = types.NamedTuple([U8, U8, U8, U64, U64, U64, I64, U64, types.int64, types.int64, types.int64, types.uint64],
-                           MemoryChannelHandle)
+CHANNEL = memory_channel()
 i64, b1 = types.int64, types.boolean
-
-
-def callcheck(peers: int):
-    """The call check's handle type with ``peers`` peer areas."""
-    return types.NamedTuple([U8, types.UniTuple(U8, peers), U32, I64, U64, i64, i64, i64, types.uint64],
-                            CallCheckHandle)
-
-
-def oneshot(peers: int, ints: int) -> tuple:
-    """A one-shot entry kernel's signature: (chans, cc, fp, inp, out, scratch, flags, nbytes, ..., ``ints``)."""
-    return (types.UniTuple(CHANNEL, peers), callcheck(peers), i64, U8, U8, U8, U32) + (i64,) * ints
-
 
 KERNELS = {
     "ring_pingpong": (channel_cases._ring_pingpong_kernel, (CHANNEL, CHANNEL, i64)),
@@ -53,14 +35,9 @@ KERNELS = {
     "get": (channel_cases._get_kernel, (CHANNEL, i64, i64, i64)),
     "packets": (channel_cases._packet_kernel, (CHANNEL, CHANNEL, U32, i64, i64, i64, i64, b1)),
     "reduce_bytes": (test_reduce._kernel, (U8, i64, U8, i64, U8, i64, i64, i64, i64)),
-    # the one-shot kernels: one entry kernel per protocol
-    "reduce_ll_2ranks": (rdk.reduce_ll, oneshot(1, 7)),
-    "reduce_ll": (rdk.reduce_ll, oneshot(3, 7)),
-    "reduce_simple": (rdk.reduce_simple, oneshot(3, 7)),
-    "exchange_ll": (agk.exchange_ll, oneshot(3, 5)),
-    "exchange_simple": (agk.exchange_simple, oneshot(3, 5)),
-    "broadcast_ll": (bck.broadcast_ll, oneshot(3, 5)),
-    "broadcast_simple": (bck.broadcast_simple, oneshot(3, 5)),
+    # the one-shot kernels as a communicator of 4 ranks declares them: one entry kernel per protocol
+    "reduce_ll_2ranks": entry_kernels(2)["reduce_ll"],
+    **entry_kernels(4),
     "bench_put": (bench.put_kernel, (CHANNEL, i64)),
     "bench_write_only": (bench.write_only_kernel, (CHANNEL, i64)),
     "bench_get": (bench.get_kernel, (CHANNEL, i64)),

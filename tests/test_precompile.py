@@ -1,0 +1,67 @@
+"""``python -m pymscclpp.precompile`` builds the very kernels a Communicator's one-shot algorithms launch, and
+says on the simulator that there is nothing to build."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import pytest
+
+from rankpool import RankPool
+
+
+def _requested(comm, state) -> set:
+    """(kernel, argument types) of the launch of every one-shot algorithm this communicator can set up."""
+    from pymscclpp.algos.algorithm import COLLECTIVES
+    from pymscclpp.algos.oneshot import OneShot
+    out = set()
+    for collective in COLLECTIVES:
+        for name in comm.algorithms.names(collective):
+            algo = comm.algorithms.get(collective, name)
+            if isinstance(algo, OneShot):
+                launch = algo.kernel_launch
+                out.add((launch.kernel.py_func.__name__, repr(launch.argtypes)))
+    return out
+
+
+def test_a_communicators_one_shot_launches_are_exactly_the_precompiled_kernels():
+    from pymscclpp.algos.oneshot import entry_kernels
+    pool = RankPool(2, preload=("pymscclpp.communicator",))  # the ranks fork from a process that imported it
+    try:
+        requested = pool.run(_requested)
+    finally:
+        pool.close()
+    listed = {(name, repr(argtypes)) for name, (_, argtypes) in entry_kernels(2).items()}
+    assert requested[0] == requested[1] == listed
+
+
+def test_a_launch_refuses_values_of_other_types_than_declared():
+    from numba import cuda, types
+    from pymscclpp.errors import BackendError
+    from pymscclpp.runtime.launch import Launch
+
+    @cuda.jit
+    def kernel(n):
+        pass
+
+    with pytest.raises(BackendError, match="argument n is int64, declared int32"):
+        Launch(kernel, 1, 1, {"n": 0}, argtypes=(types.int32,))
+
+
+def test_help_reads_python_m_pymscclpp_precompile(capsys):
+    from pymscclpp import precompile
+    with pytest.raises(SystemExit) as done:
+        precompile.main(["--help"])
+    assert done.value.code == 0
+    assert capsys.readouterr().out.startswith("usage: python -m pymscclpp.precompile")
+
+
+def test_on_the_simulator_there_is_nothing_to_compile():
+    env = {**os.environ, "PYMSCCLPP_BACKEND": "sim"}
+    done = subprocess.run([sys.executable, "-m", "pymscclpp.precompile", "--ranks", "2,4"], env=env,
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.splitlines() == ["pymscclpp.precompile: the sim backend runs no compiled kernels (no GPU): "
+                                        "nothing to compile"]

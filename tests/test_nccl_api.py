@@ -164,7 +164,7 @@ class FakeComm:
 
 def fake_communicator(comm) -> nccl.NcclCommunicator:
     nc = nccl.NcclCommunicator.__new__(nccl.NcclCommunicator)
-    nc._comm = comm
+    nc._comm, nc._served = comm, {}
     return nc
 
 
@@ -189,6 +189,21 @@ def test_calls_pymscclpp_covers_go_to_the_communicator_and_the_rest_to_nccl(log)
                    "ready", "ncclGroupStart", ("all_reduce", px, py, 4, "float32", "avg", 0), "ncclGroupEnd",
                    "ready", "ncclGroupStart", ("send", px, 3, "int8", 0, 9), "ncclGroupEnd",
                    "ready", "ncclGroupStart", ("recv", py, 3, "uint64", 0, 9), "ncclGroupEnd"]
+
+
+def test_a_repeated_raw_pointer_call_is_issued_again_and_a_changed_one_is_checked_anew(log):
+    nc = fake_communicator(FakeComm(log))
+    px = buffer_info(cuda.to_device(np.zeros(64, np.float32))).ptr
+    for _ in range(3):
+        nc.allReduce(px, px, 10, nccl.NCCL_FLOAT32, nccl.NCCL_SUM, 0)
+    assert log == [("all_reduce", None, "sum", 0)] * 3
+    with pytest.raises(InvalidUsageError, match="count=-1"):
+        nc.allReduce(px, px, -1, nccl.NCCL_FLOAT32, nccl.NCCL_SUM, 0)
+    nccl.groupStart()
+    nc.allReduce(px, px, 10, nccl.NCCL_FLOAT32, nccl.NCCL_SUM, 0)
+    assert len(log) == 3  # a repeat inside a group is queued like any call
+    nccl.groupEnd()
+    assert len(log) == 4
 
 
 @pytest.mark.parametrize("call, words", [

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+from typing import Callable
 
 import numpy as np
 
@@ -18,6 +19,15 @@ from .group import Call, submit
 
 _REDUCES = f"pymscclpp reduces {', '.join(red.DTYPE_KINDS)} with {', '.join(red.OPS)}"
 _P2P = "pymscclpp has no point-to-point send/recv"
+
+
+_SERVED_CALLS = 64  # repeatable calls remembered per communicator
+
+
+def _repeatable(*args) -> tuple | None:
+    """The key of a call whose buffers, counts, constants and stream are plain ints (cupy's raw-pointer API), by
+    which a repeat skips its checks; None for calls on arrays or stream objects, checked in full every time."""
+    return args if all(type(a) is int for a in args[1:]) else None
 
 
 def _common(datatype: int, count, stream, what: str = "count") -> tuple[str, int, int]:
@@ -36,6 +46,7 @@ class NcclCommunicator:
 
     def __init__(self, ndev: int, commId, rank: int):  # noqa: N803 (cupy's names)
         self._comm: Communicator | None = Communicator.from_unique_id(ids.decode(commId), rank, ndev)
+        self._served: dict[tuple, Callable[[], None]] = {}  # a call on raw pointers -> its checked issue
 
     @staticmethod
     def initAll(devices):  # noqa: N802
@@ -63,6 +74,7 @@ class NcclCommunicator:
         """Release the communicator (and its NCCL one, if made); idempotent."""
         if self._comm is not None:
             comm, self._comm = self._comm, None
+            self._served.clear()
             comm.close()
 
     def abort(self) -> None:
@@ -78,38 +90,52 @@ class NcclCommunicator:
 
     # -- collectives ----------------------------------------------------------------------------
     def allReduce(self, sendbuf, recvbuf, count: int, datatype: int, op: int, stream=0) -> None:  # noqa: N802
+        key = _repeatable("allReduce", sendbuf, recvbuf, count, datatype, op, stream)
+        if self._repeat(key):
+            return
         (dtype, count, stream), opname = _common(datatype, count, stream), op_name(op)
-        send, recv = device_buffer(sendbuf, count, dtype, "sendbuf"), device_buffer(recvbuf, count, dtype, "recvbuf")
+        send = device_buffer(sendbuf, count, dtype, "sendbuf")
+        same = key is not None and recvbuf == sendbuf  # in place on one raw pointer: check it once
+        recv = send if same else device_buffer(recvbuf, count, dtype, "recvbuf")
         if self._reduces(dtype, opname):
             out = None if recv.ptr == send.ptr else recv.obj
-            submit(Call(lambda: self.communicator.all_reduce(send.obj, out, op=opname, stream=stream), None))
+            self._serve(key, lambda: self.communicator.all_reduce(send.obj, out, op=opname, stream=stream))
         else:
             nccl = self._nccl(f"allReduce of {dtype} with {opname}", _REDUCES)
             submit(Call(lambda: nccl.all_reduce(send.ptr, recv.ptr, count, dtype, opname, stream), nccl))
 
     def allGather(self, sendbuf, recvbuf, count: int, datatype: int, stream=0) -> None:  # noqa: N802
+        key = _repeatable("allGather", sendbuf, recvbuf, count, datatype, 0, stream)
+        if self._repeat(key):
+            return
         dtype, count, stream = _common(datatype, count, stream)
         send = device_buffer(sendbuf, count, dtype, "sendbuf")
         recv = device_buffer(recvbuf, count * self.size(), dtype, "recvbuf")
-        submit(Call(lambda: self.communicator.all_gather(send.obj, recv.obj, stream=stream), None))
+        self._serve(key, lambda: self.communicator.all_gather(send.obj, recv.obj, stream=stream))
 
     def reduceScatter(self, sendbuf, recvbuf, recvcount: int, datatype: int, op: int, stream=0) -> None:  # noqa: N802
+        key = _repeatable("reduceScatter", sendbuf, recvbuf, recvcount, datatype, op, stream)
+        if self._repeat(key):
+            return
         (dtype, count, stream), opname = _common(datatype, recvcount, stream, "recvcount"), op_name(op)
         send = device_buffer(sendbuf, count * self.size(), dtype, "sendbuf")
         recv = device_buffer(recvbuf, count, dtype, "recvbuf")
         if self._reduces(dtype, opname):
-            submit(Call(lambda: self.communicator.reduce_scatter(send.obj, recv.obj, op=opname, stream=stream), None))
+            self._serve(key, lambda: self.communicator.reduce_scatter(send.obj, recv.obj, op=opname, stream=stream))
         else:
             nccl = self._nccl(f"reduceScatter of {dtype} with {opname}", _REDUCES)
             submit(Call(lambda: nccl.reduce_scatter(send.ptr, recv.ptr, count, dtype, opname, stream), nccl))
 
     def broadcast(self, sendbuff, recvbuff, count: int, datatype: int, root: int, stream=0) -> None:
         """Root's ``sendbuff`` into every rank's ``recvbuff`` (``sendbuff`` is read on the root only)."""
+        key = _repeatable("broadcast", sendbuff, recvbuff, count, datatype, root, stream)
+        if self._repeat(key):
+            return
         (dtype, count, stream), root = _common(datatype, count, stream), self._rank(root, "root")
         recv = device_buffer(recvbuff, count, dtype, "recvbuff")
         send = device_buffer(sendbuff, count, dtype, "sendbuff") if self.rank_id() == root else recv
         out = None if recv.ptr == send.ptr else recv.obj
-        submit(Call(lambda: self.communicator.broadcast(send.obj, out, root=root, stream=stream), None))
+        self._serve(key, lambda: self.communicator.broadcast(send.obj, out, root=root, stream=stream))
 
     def bcast(self, buff, count: int, datatype: int, root: int, stream=0) -> None:
         """In-place broadcast of ``buff`` from ``root``."""
@@ -128,6 +154,23 @@ class NcclCommunicator:
         submit(Call(lambda: nccl.recv(buf.ptr, count, dtype, peer, stream), nccl))
 
     # -- routing --------------------------------------------------------------------------------
+    def _repeat(self, key: tuple | None) -> bool:
+        """Issue again a served call made before on the same raw pointers with the same arguments (checked then:
+        a pointer's allocation is asked once, as the Communicator asks a buffer's device once)."""
+        issue = self._served.get(key) if key is not None else None
+        if issue is None:
+            return False
+        submit(Call(issue, None))
+        return True
+
+    def _serve(self, key: tuple | None, issue: Callable[[], None]) -> None:
+        """Issue a checked call pymscclpp serves, remembering it for ``_repeat`` when ``key`` is set."""
+        if key is not None:
+            if len(self._served) >= _SERVED_CALLS:
+                del self._served[next(iter(self._served))]
+            self._served[key] = issue
+        submit(Call(issue, None))
+
     @staticmethod
     @functools.lru_cache(maxsize=None)
     def _reduces(dtype: str, op: str) -> bool:

@@ -1,6 +1,6 @@
 """The cross-rank call check: ranks whose one-shot calls differ (size, dtype, op, root, all_gather send size,
-collective) all raise CallMismatchError naming both sides within seconds, writing no output byte; matched calls
-pass with the check on and off."""
+collective) all raise CallMismatchError naming both sides within seconds, writing no output byte, as do ranks
+whose plan calls or user-kernel calls differ; matched calls pass with the check on and off."""
 
 from __future__ import annotations
 
@@ -44,13 +44,13 @@ MISMATCHES = {
 }
 
 
-@pytest.mark.parametrize("size", [2, 3])
-@pytest.mark.parametrize("what", list(MISMATCHES))
-def test_mismatched_calls_raise_on_every_rank_at_once_naming_both_sides_and_writing_nothing(what, size):
+def _check_mismatch(what: str, size: int, algorithm: str | None = None) -> list[dict]:
+    """Run mismatch ``what`` on ``size`` ranks (through ``algorithm``): every rank raised naming both sides, fast,
+    and the next call raised the same; each rank's result."""
     common, common_text, odd, odd_text = MISMATCHES[what]
     calls = [common] * (size - 1) + [odd]
     texts = [common_text] * (size - 1) + [odd_text]
-    results = pools(size).run(cases.mismatched_calls, calls=calls)
+    results = pools(size).run(cases.mismatched_calls, calls=calls, algorithm=algorithm)
     for rank, out in enumerate(results):
         assert out["raised"] is not None, f"rank {rank} returned normally"
         kind, text = out["raised"]
@@ -59,8 +59,38 @@ def test_mismatched_calls_raise_on_every_rank_at_once_naming_both_sides_and_writ
         peer = int(text.split(", rank ")[1].split(" ")[0])
         assert texts[peer] != texts[rank] and f", rank {peer} called {texts[peer]}: " in text, (rank, text)
         assert out["seconds"] < 5.0, (rank, out["seconds"])  # the budget is 60 s
-        assert out["untouched"], f"rank {rank} wrote its output"
         assert out["after"] == text, "the error is sticky"
+    return results
+
+
+@pytest.mark.parametrize("size", [2, 3])
+@pytest.mark.parametrize("what", list(MISMATCHES))
+def test_mismatched_calls_raise_on_every_rank_at_once_naming_both_sides_and_writing_nothing(what, size):
+    for rank, out in enumerate(_check_mismatch(what, size)):
+        assert out["untouched"], f"rank {rank} wrote its output"
+        assert out["raised"][1].endswith("found on the device before any output was written)")
+
+
+# (mismatch, ranks, algorithm): a plan's buffers direct, staged (odd sizes: copies out after the kernel), and an
+# in-place plan called out of place (staged under the check, not copied into the output before it)
+PLAN_MISMATCHES = [("sizes", 2, "plan"), ("odd sizes", 2, "plan"), ("sizes", 2, "plan_inplace"), ("sizes", 3, "plan")]
+MISMATCHES["odd sizes"] = (_ar(1001), "all_reduce of 1001 float32", _ar(2002), "all_reduce of 2002 float32")
+MISMATCHES["user sizes"] = (_ag(64), "all_gather of 64 float32", _ag(128), "all_gather of 128 float32")
+
+
+@pytest.mark.parametrize("what, size, algorithm", PLAN_MISMATCHES)
+def test_mismatched_plan_calls_raise_on_every_rank_before_any_op_or_copy_out(what, size, algorithm):
+    for rank, out in enumerate(_check_mismatch(what, size, algorithm)):
+        assert out["untouched"], f"rank {rank} wrote its output"
+        assert out["raised"][1].endswith("found on the device before any output was written)")
+
+
+def test_mismatched_user_kernel_calls_raise_on_every_rank_from_the_check_kernel_ahead_of_it():
+    for rank, out in enumerate(_check_mismatch("user sizes", 2, "gated")):
+        assert out["untouched"], f"rank {rank}: the gated kernel wrote its output"
+        assert "found by the check kernel ahead of the algorithm's own kernel" in out["raised"][1]
+    for rank, out in enumerate(_check_mismatch("sizes", 2, "ungated")):
+        assert not out["untouched"], f"rank {rank}: the kernel that does not gate did not run"
 
 
 @pytest.mark.parametrize("cache", [pools, unchecked], ids=["check on", "check off"])
@@ -70,6 +100,12 @@ def test_matched_calls_pass_with_the_check_on_and_off(cache):
     pool.run(collective_cases.all_reduce, count=300, dtype="int32", op="max", seed=2, inplace=True, algo="simple")
     pool.run(collective_cases.all_gather, count=40, dtype="float32", seed=3, inplace=False)
     pool.run(collective_cases.broadcast, count=40, dtype="float32", root=1, seed=4, inplace=False)
+
+
+@pytest.mark.parametrize("cache", [pools, unchecked], ids=["check on", "check off"])
+def test_matched_plan_one_shot_and_user_kernel_calls_interleaved_pass_with_the_check_on_and_off(cache):
+    words = cache(2).run(cases.mixed_calls)
+    assert words == ([[8], [8]] if cache is pools else [[0], [0]])  # every checked call took the next number
 
 
 def test_each_call_advances_the_sequence_and_the_switch_turns_the_exchange_off():

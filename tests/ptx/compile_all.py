@@ -25,21 +25,14 @@ import test_reduce  # noqa: E402
 import pymscclpp.bench.memory_channel as bench  # noqa: E402
 from pymscclpp.algos import allgather_kernels as agk  # noqa: E402
 from pymscclpp.algos import broadcast_kernels as bck  # noqa: E402
+from pymscclpp.algos import callcheck as cck  # noqa: E402
 from pymscclpp.algos import reduce_kernels as rdk  # noqa: E402
-from pymscclpp.algos.callcheck import CallCheckHandle  # noqa: E402
 from pymscclpp.runtime.memory_channel import MemoryChannelHandle  # noqa: E402
+from ptx.signatures import I64, U8, U32, U64, callcheck  # noqa: E402
 
-U8, U32 = types.Array(types.uint8, 1, "C"), types.Array(types.uint32, 1, "C")
-U64, I64 = types.Array(types.uint64, 1, "C"), types.Array(types.int64, 1, "C")
 CHANNEL = types.NamedTuple([U8, U8, U8, U64, U64, U64, I64, U64, types.int64, types.int64, types.int64, types.uint64],
                            MemoryChannelHandle)
 i64, b1 = types.int64, types.boolean
-
-
-def callcheck(peers: int):
-    """The call check's handle type with ``peers`` peer areas."""
-    return types.NamedTuple([U8, types.UniTuple(U8, peers), U32, I64, U64, i64, i64, i64, types.uint64],
-                            CallCheckHandle)
 
 
 def oneshot(peers: int, ints: int) -> tuple:
@@ -61,6 +54,9 @@ KERNELS = {
     "exchange_simple": (agk.exchange_simple, oneshot(3, 5)),
     "broadcast_ll": (bck.broadcast_ll, oneshot(3, 5)),
     "broadcast_simple": (bck.broadcast_simple, oneshot(3, 5)),
+    # the call check of kernels that are not one-shot ones: alone, and the copies gated on its verdict
+    "check_kernel": (cck.check_kernel, (callcheck(3), i64, i64, i64, i64)),
+    "copy_if_agreed": (cck.copy_if_agreed, (U32, U8, U8)),
     "bench_put": (bench.put_kernel, (CHANNEL, i64)),
     "bench_write_only": (bench.write_only_kernel, (CHANNEL, i64)),
     "bench_get": (bench.get_kernel, (CHANNEL, i64)),

@@ -98,6 +98,56 @@ def _fresh(comm):
     return Communicator.from_unique_id(uid, comm.rank, comm.size)
 
 
+def _ar(count, dtype="float32", op="sum"):
+    return {"collective": "all_reduce", "count": count, "dtype": dtype, "op": op}
+
+
+def _ag(count):
+    return {"collective": "all_gather", "count": count, "dtype": "float32"}
+
+
+def _bc(root):
+    return {"collective": "broadcast", "count": 64, "dtype": "float32", "root": root}
+
+
+# (what the majority calls, its text, what the odd rank out calls, its text)
+MISMATCHES = {
+    "sizes": (_ar(1024), "all_reduce of 1024 float32", _ar(2048), "all_reduce of 2048 float32"),
+    "dtypes": (_ar(256), "all_reduce of 256 float32", _ar(256, "int32"), "all_reduce of 256 int32"),
+    "ops": (_ar(64), "all_reduce of 64 float32", _ar(64, op="max"), "all_reduce of 64 float32 with op max"),
+    "roots": (_bc(0), "broadcast of 64 float32 from root 0", _bc(1), "broadcast of 64 float32 from root 1"),
+    "all_gather send sizes": (_ag(64), "all_gather of 64 float32", _ag(128), "all_gather of 128 float32"),
+    "collectives": (_ar(96), "all_reduce of 96 float32", _ag(96), "all_gather of 96 float32"),
+}
+ODD_SIZES = (_ar(1001), "all_reduce of 1001 float32", _ar(2002), "all_reduce of 2002 float32")  # plans: staged
+
+
+def odd_one_out(mismatch: tuple, size: int) -> tuple[list[dict], list[str]]:
+    """(calls, their texts) of ``size`` ranks for ``mismatch`` = (common call, its text, odd call, its text): the
+    last rank makes the odd call."""
+    common, common_text, odd, odd_text = mismatch
+    return [common] * (size - 1) + [odd], [common_text] * (size - 1) + [odd_text]
+
+
+def check_mismatch(rank: int, out: dict, texts: list[str], untouched: bool = True, ahead: bool = False) -> None:
+    """Assert ``mismatched_calls``' result ``out`` of ``rank`` (ranks' calls ``texts``): CallMismatchError naming
+    this call and a peer's that differs, within 5 s (of a 60 s budget), raised again by the next call; the output
+    kept its sentinel (``untouched``) or was written; found by the call's own kernel or (``ahead``) the check
+    kernel ahead of a user's."""
+    assert out["raised"] is not None, f"rank {rank} returned normally"
+    kind, text = out["raised"]
+    assert kind == "CallMismatchError", (rank, kind, text)
+    assert text.startswith(f"rank {rank} called {texts[rank]}, rank "), (rank, text)
+    peer = int(text.split(", rank ")[1].split(" ")[0])
+    assert texts[peer] != texts[rank] and f", rank {peer} called {texts[peer]}: " in text, (rank, text)
+    assert out["seconds"] < 5.0, (rank, out["seconds"])
+    assert out["after"] == text, "the error is sticky"
+    assert out["untouched"] == untouched, f"rank {rank}: output {'written' if untouched else 'untouched'}"
+    found = ("found by the check kernel ahead of the algorithm's own kernel" if ahead else
+             "found on the device before any output was written)")
+    assert found in text, (rank, text)
+
+
 def mismatched_calls(comm, state, calls: list[dict], algorithm: str | None = None) -> dict:
     """Rank r calls ``calls[r]`` (collective, count, dtype, op, root) after matched calls of every collective
     named (their set-up is collective), every call by ``algorithm`` (``_register``) if named; what the call
@@ -121,7 +171,7 @@ def mismatched_calls(comm, state, calls: list[dict], algorithm: str | None = Non
         except Exception as exc:
             raised = (type(exc).__name__, str(exc))
         seconds = time.perf_counter() - start
-        untouched = bool(np.all(recv.copy_to_host() == SENTINEL)) if raised else False
+        untouched = bool(np.all(recv.copy_to_host() == SENTINEL))
         try:
             _call(fresh, send, recv, **mine)
             after = None

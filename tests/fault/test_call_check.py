@@ -21,76 +21,36 @@ def _close_pools():
     unchecked.close()
 
 
-def _ar(count, dtype="float32", op="sum"):
-    return {"collective": "all_reduce", "count": count, "dtype": dtype, "op": op}
-
-
-def _ag(count):
-    return {"collective": "all_gather", "count": count, "dtype": "float32"}
-
-
-def _bc(root):
-    return {"collective": "broadcast", "count": 64, "dtype": "float32", "root": root}
-
-
-# (what the majority calls, its text, what the odd rank out calls, its text)
-MISMATCHES = {
-    "sizes": (_ar(1024), "all_reduce of 1024 float32", _ar(2048), "all_reduce of 2048 float32"),
-    "dtypes": (_ar(256), "all_reduce of 256 float32", _ar(256, "int32"), "all_reduce of 256 int32"),
-    "ops": (_ar(64), "all_reduce of 64 float32", _ar(64, op="max"), "all_reduce of 64 float32 with op max"),
-    "roots": (_bc(0), "broadcast of 64 float32 from root 0", _bc(1), "broadcast of 64 float32 from root 1"),
-    "all_gather send sizes": (_ag(64), "all_gather of 64 float32", _ag(128), "all_gather of 128 float32"),
-    "collectives": (_ar(96), "all_reduce of 96 float32", _ag(96), "all_gather of 96 float32"),
-}
-
-
-def _check_mismatch(what: str, size: int, algorithm: str | None = None) -> list[dict]:
-    """Run mismatch ``what`` on ``size`` ranks (through ``algorithm``): every rank raised naming both sides, fast,
-    and the next call raised the same; each rank's result."""
-    common, common_text, odd, odd_text = MISMATCHES[what]
-    calls = [common] * (size - 1) + [odd]
-    texts = [common_text] * (size - 1) + [odd_text]
+def _check_mismatch(mismatch: tuple, size: int, algorithm: str | None = None, untouched: bool = True,
+                    ahead: bool = False) -> None:
+    """Run ``mismatch`` (an entry of ``callcheck_cases.MISMATCHES``) on ``size`` ranks, through ``algorithm``:
+    ``callcheck_cases.check_mismatch`` on every rank's result."""
+    calls, texts = cases.odd_one_out(mismatch, size)
     results = pools(size).run(cases.mismatched_calls, calls=calls, algorithm=algorithm)
     for rank, out in enumerate(results):
-        assert out["raised"] is not None, f"rank {rank} returned normally"
-        kind, text = out["raised"]
-        assert kind == "CallMismatchError", (rank, kind, text)
-        assert text.startswith(f"rank {rank} called {texts[rank]}, rank "), (rank, text)
-        peer = int(text.split(", rank ")[1].split(" ")[0])
-        assert texts[peer] != texts[rank] and f", rank {peer} called {texts[peer]}: " in text, (rank, text)
-        assert out["seconds"] < 5.0, (rank, out["seconds"])  # the budget is 60 s
-        assert out["after"] == text, "the error is sticky"
-    return results
+        cases.check_mismatch(rank, out, texts, untouched, ahead)
 
 
 @pytest.mark.parametrize("size", [2, 3])
-@pytest.mark.parametrize("what", list(MISMATCHES))
+@pytest.mark.parametrize("what", list(cases.MISMATCHES))
 def test_mismatched_calls_raise_on_every_rank_at_once_naming_both_sides_and_writing_nothing(what, size):
-    for rank, out in enumerate(_check_mismatch(what, size)):
-        assert out["untouched"], f"rank {rank} wrote its output"
-        assert out["raised"][1].endswith("found on the device before any output was written)")
+    _check_mismatch(cases.MISMATCHES[what], size)
 
 
-# (mismatch, ranks, algorithm): a plan's buffers direct, staged (odd sizes: copies out after the kernel), and an
-# in-place plan called out of place (staged under the check, not copied into the output before it)
-PLAN_MISMATCHES = [("sizes", 2, "plan"), ("odd sizes", 2, "plan"), ("sizes", 2, "plan_inplace"), ("sizes", 3, "plan")]
-MISMATCHES["odd sizes"] = (_ar(1001), "all_reduce of 1001 float32", _ar(2002), "all_reduce of 2002 float32")
-MISMATCHES["user sizes"] = (_ag(64), "all_gather of 64 float32", _ag(128), "all_gather of 128 float32")
+# (mismatch, ranks, algorithm): a plan's buffers used as they are, staged (odd sizes: copies out after the
+# kernel), and an in-place plan called out of place (staged under the check, not copied into the output before it)
+SIZES = cases.MISMATCHES["sizes"]
+PLAN_MISMATCHES = [(SIZES, 2, "plan"), (cases.ODD_SIZES, 2, "plan"), (SIZES, 2, "plan_inplace"), (SIZES, 3, "plan")]
 
 
-@pytest.mark.parametrize("what, size, algorithm", PLAN_MISMATCHES)
-def test_mismatched_plan_calls_raise_on_every_rank_before_any_op_or_copy_out(what, size, algorithm):
-    for rank, out in enumerate(_check_mismatch(what, size, algorithm)):
-        assert out["untouched"], f"rank {rank} wrote its output"
-        assert out["raised"][1].endswith("found on the device before any output was written)")
+@pytest.mark.parametrize("mismatch, size, algorithm", PLAN_MISMATCHES, ids=["sizes", "odd sizes", "in place", "3 ranks"])
+def test_mismatched_plan_calls_raise_on_every_rank_before_any_op_or_copy_out(mismatch, size, algorithm):
+    _check_mismatch(mismatch, size, algorithm)
 
 
 def test_mismatched_user_kernel_calls_raise_on_every_rank_from_the_check_kernel_ahead_of_it():
-    for rank, out in enumerate(_check_mismatch("user sizes", 2, "gated")):
-        assert out["untouched"], f"rank {rank}: the gated kernel wrote its output"
-        assert "found by the check kernel ahead of the algorithm's own kernel" in out["raised"][1]
-    for rank, out in enumerate(_check_mismatch("sizes", 2, "ungated")):
-        assert not out["untouched"], f"rank {rank}: the kernel that does not gate did not run"
+    _check_mismatch(cases.MISMATCHES["all_gather send sizes"], 2, "gated", ahead=True)
+    _check_mismatch(SIZES, 2, "ungated", untouched=False, ahead=True)  # the kernel ran all the same
 
 
 @pytest.mark.parametrize("cache", [pools, unchecked], ids=["check on", "check off"])

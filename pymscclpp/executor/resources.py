@@ -117,7 +117,8 @@ class Binding:
         if self.direct:
             kin, kout = self._direct_views(layout, plan.inplace, user_send, send_info, user_recv, recv_info,
                                            in_bytes, out_bytes)
-            if checked and self.pre or xplan.remote_io and not (_registrable(comm, kin) and _registrable(comm, kout)):
+            if (checked and self.pre) or (xplan.remote_io and not (_registrable(comm, kin) and
+                                                                   _registrable(comm, kout))):
                 self.direct, self.pre, self.post = False, [], []
         if not self.direct:
             space_in, space_out = scratch.staging(layout, plan.inplace)

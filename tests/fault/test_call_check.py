@@ -43,7 +43,8 @@ SIZES = cases.MISMATCHES["sizes"]
 PLAN_MISMATCHES = [(SIZES, 2, "plan"), (cases.ODD_SIZES, 2, "plan"), (SIZES, 2, "plan_inplace"), (SIZES, 3, "plan")]
 
 
-@pytest.mark.parametrize("mismatch, size, algorithm", PLAN_MISMATCHES, ids=["sizes", "odd sizes", "in place", "3 ranks"])
+@pytest.mark.parametrize("mismatch, size, algorithm", PLAN_MISMATCHES,
+                         ids=["sizes", "odd sizes", "in place", "3 ranks"])
 def test_mismatched_plan_calls_raise_on_every_rank_before_any_op_or_copy_out(mismatch, size, algorithm):
     _check_mismatch(mismatch, size, algorithm)
 

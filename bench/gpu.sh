@@ -23,11 +23,11 @@ export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 PYTHONUNBUFFERE
 export PYMSCCLPP_BACKEND=gpu PYMSCCLPP_TIMEOUT_S=${PYMSCCLPP_TIMEOUT_S:-20}
 mps=${MPS:-0}
 budget=${BUDGET_S:-$([ "$mps" = 1 ] && echo 510 || echo 0)}  # 0: no budget
-RUNNERS="primitives_tests collectives_tests port_tests graph_replays soak executor_tests nccl_api_served"
+RUNNERS="primitives_tests collectives_tests callcheck_tests port_tests graph_replays soak executor_tests nccl_api_served"
 NCCL_STEPS="primitives_bench nccl_api_tests allreduce_graph allreduce_tune_packet allreduce_tune_simple all_gather_graph
   reduce_scatter_graph all_to_all_graph broadcast_graph tp_decode allreduce_eager"  # torch.distributed or cupy NCCL
 TWO_RANK_STEPS="primitives_bench port_bench"
-declare -A LIMIT=([primitives_tests]=180 [collectives_tests]=300 [port_tests]=240 [graph_replays]=300 [soak]=420
+declare -A LIMIT=([primitives_tests]=180 [collectives_tests]=300 [callcheck_tests]=180 [port_tests]=240 [graph_replays]=300 [soak]=420
                   [executor_tests]=420)
 
 mps_start() {  # a fresh MPS control daemon with its own pipe and log folders; every rank gets 100/NP of the SMs
@@ -91,6 +91,7 @@ steps() {  # every step at $np ranks
   run host_costs "${MPI[@]}" python3 -m pymscclpp.bench --op host --json "$out/host_$np.json"
   run primitives_bench "${MPI[@]}" python3 -m pymscclpp.bench --op memory_channel --json "$out/primitives.json"
   run collectives_tests "${MPI[@]}" python3 tests/gpu/run_collectives.py
+  run callcheck_tests "${MPI[@]}" python3 tests/gpu/run_callcheck.py
   PYMSCCLPP_SOCKET_ADDR=127.0.0.1 run port_tests "${MPI[@]}" python3 tests/gpu/run_port.py
   PYMSCCLPP_SOCKET_ADDR=127.0.0.1 run port_bench "${MPI[@]}" python3 -m pymscclpp.bench --op port_channel --json "$out/port.json"
   run nccl_api_tests "${MPI[@]}" python3 tests/gpu/run_nccl_api.py

@@ -1,5 +1,6 @@
 """Your own all-gather kernel as a pymscclpp algorithm: written with MemoryChannel, registered on the
-communicator, then picked by ``comm.all_gather`` like a built-in one (docs/algorithms.md).
+communicator, then picked by ``comm.all_gather`` like a built-in one (docs/algorithms.md). It gates on the call
+check that runs ahead of it, so ranks whose calls differ raise CallMismatchError with its output untouched.
 
 Run: ``.venv/bin/mpiexec -n 2 .venv/bin/python examples/custom_algorithm.py`` (GPU or simulator).
 """
@@ -10,6 +11,8 @@ import pymscclpp  # before numba.cuda: it chooses the GPU or the simulator
 import pymscclpp.channels.memory_channel as mc
 from numba import cuda
 from pymscclpp.algos import KernelAlgorithm
+from pymscclpp.algos.blocks import call_agreed
+from pymscclpp.algos.callcheck import callcheck
 from pymscclpp.channels.primitives import copy_bytes
 from pymscclpp.runtime.launch import Launch
 from pymscclpp.runtime.memory import alloc
@@ -18,8 +21,11 @@ MAX_BYTES = 1 << 16  # per rank
 
 
 @cuda.jit
-def gather(chans, inp, inbox, out, nbytes, rank):
-    """Write our input into slot ``rank`` of every peer's inbox, signal, wait, copy every peer's slot out."""
+def gather(verdict, chans, inp, inbox, out, nbytes, rank):
+    """Unless the ranks' calls differ: write our input into slot ``rank`` of every peer's inbox, signal, wait, copy
+    every peer's slot out."""
+    if not call_agreed(verdict):  # the call check ran just before, on this stream
+        return
     tid, nt = cuda.threadIdx.x, cuda.blockDim.x
     for p in range(len(chans)):
         mc.write(chans[p], rank * nbytes, inp, 0, nbytes, tid, nt)
@@ -40,12 +46,13 @@ def gather(chans, inp, inbox, out, nbytes, rank):
 
 def setup(comm) -> Launch:
     """Once per communicator, on every rank: an inbox for every rank's slot, channels to the peers, a launch."""
+    verdict = callcheck(comm).verdict
     inbox = alloc(comm.size * MAX_BYTES)
     peers = [p for p in range(comm.size) if p != comm.rank]
     chans = comm.memory_channels(peers, src=inbox, inbox=inbox)
     view = chans[peers[0]].inbox
-    return Launch(gather, 1, 64, {"chans": tuple(chans[p].device_handle() for p in peers), "inp": view,
-                                  "inbox": view, "out": view, "nbytes": 0, "rank": comm.rank})
+    return Launch(gather, 1, 64, {"verdict": verdict, "chans": tuple(chans[p].device_handle() for p in peers),
+                                  "inp": view, "inbox": view, "out": view, "nbytes": 0, "rank": comm.rank})
 
 
 def launch(state: Launch, call) -> None:

@@ -40,6 +40,13 @@ def test_packet_entry_kernels_carry_no_simple_protocol_code(ptx_counts):
         assert ptx_counts[f"{family}_simple", "st.volatile.global.v4.u32"] == 1, family
 
 
+def test_the_check_kernel_sends_one_fingerprint_packet_and_its_waits_are_bounded_and_abortable(ptx_counts):
+    assert ptx_counts["check_kernel", "st.volatile.global.v4.u32"] == 1
+    assert ptx_counts["check_kernel", "%globaltimer"] > 0  # bounded
+    assert ptx_counts["check_kernel", "ld.relaxed.sys.global.b64"] > 0  # and it reads the host's abort word
+    assert ptx_counts["copy_if_agreed", "ld.global.v4.u32"] > 0 and ptx_counts["copy_if_agreed", "st.global.v4.u32"] > 0
+
+
 def test_ll16_and_ll8_packets_are_single_volatile_stores(ptx_counts):
     assert ptx_counts["packets", "st.volatile.global.v4.u32"] == 1
     assert ptx_counts["packets", "st.volatile.global.v2.u32"] == 1

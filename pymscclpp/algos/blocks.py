@@ -3,7 +3,7 @@ it): which slice a block owns, sending to peers' scratch, the round's synchronis
 and the end of a round. ``LL``: one round of LL16 packets (scratch holds 2 bytes per data byte); ``SIMPLE``:
 rounds of ``slot_bytes`` per slot, puts and one signal per block and peer. Scratch halves alternate by per-block
 flag parity. Before a call writes any output byte or waits for a peer's data, its ranks compare call fingerprints
-(``begin_call``, ``calls_agree``; host side in ``algos.callcheck``).
+(``begin_call``, ``calls_agree``; ``checked_call`` for executor and check kernels; host side in ``algos.callcheck``).
 """
 
 from __future__ import annotations
@@ -187,9 +187,16 @@ def begin_call(cc, fp, rank, nranks):
 
 @cuda.jit(device=True)
 def calls_agree(cc, fp, rank, nranks):
+    """``compare_calls`` of a one-shot kernel (a disagreement found in the call's own kernel)."""
+    return compare_calls(cc, fp, rank, nranks, OP_CALLCHECK)
+
+
+@cuda.jit(device=True)
+def compare_calls(cc, fp, rank, nranks, op):
     """True on every thread of the block when every peer's call has our fingerprint ``fp`` (or the check is off):
-    thread j waits for peer j's packet; a disagreement is recorded (MISMATCH), as is a failed wait. Then thread 0
-    stores the call's sequence number for the next launch, whatever its grid (block b: words b, b + grid, ...)."""
+    thread j waits for peer j's packet; a disagreement is recorded (MISMATCH, ``op`` saying which kernel found it),
+    as is a failed wait. Then thread 0 stores the call's sequence number for the next launch, whatever its grid
+    (block b: words b, b + grid, ...)."""
     if fp == 0:
         return True
     tid = cuda.threadIdx.x
@@ -197,13 +204,12 @@ def calls_agree(cc, fp, rank, nranks):
     bad = 0
     if tid < nranks - 1:
         p = peer_rank(tid, rank)
-        a, c, got = prim.read_packet_ll16_from(cc.inbox, ((seq % 2) * nranks + p) * prim.LL16_BYTES, seq, cc, p,
-                                               OP_CALLCHECK)
+        a, c, got = prim.read_packet_ll16_from(cc.inbox, ((seq % 2) * nranks + p) * prim.LL16_BYTES, seq, cc, p, op)
         theirs = (np.int64(c) << np.int64(32)) | np.int64(a)
         if not got:
             bad = 1
         elif theirs != fp:
-            record_mismatch(cc.err, rank, p, seq, fp, theirs)
+            record_mismatch(cc.err, op, rank, p, seq, fp, theirs)
             bad = 1
     bad = cuda.syncthreads_or(bad)  # every thread of the block has read its sequence word
     if tid == 0:
@@ -212,3 +218,21 @@ def calls_agree(cc, fp, rank, nranks):
             cc.counts[k] = seq
             k += cuda.gridDim.x
     return bad == 0
+
+
+@cuda.jit(device=True)
+def checked_call(cc, fp, rank, nranks, op):
+    """``begin_call`` then ``compare_calls``, in a kernel that is not a one-shot one (every block calls it first);
+    block 0's thread 0 also stores the verdict in ``cc.verdict`` for what runs after the kernel on its stream."""
+    begin_call(cc, fp, rank, nranks)
+    ok = compare_calls(cc, fp, rank, nranks, op)
+    if cuda.blockIdx.x == 0 and cuda.threadIdx.x == 0:
+        cc.verdict[0] = np.uint32(1 if ok else 0)
+    return ok
+
+
+@cuda.jit(device=True)
+def call_agreed(verdict):
+    """Whether the call check before this kernel on its stream found every rank's call alike (also True with the
+    check off): what a user's kernel tests first, ``verdict`` being ``callcheck(comm).verdict``."""
+    return verdict[0] != 0

@@ -1,10 +1,13 @@
-"""The cross-rank call check of the one-shot algorithms, host side: one area per communicator, shared by every
-one-shot algorithm whatever its protocol and grid, into which each peer writes its call's fingerprint packet.
+"""The cross-rank call check, host side: one area per communicator, shared by every checked algorithm (one-shot
+kernels, execution plans, user kernels) whatever its protocol and grid, into which each peer writes its call's
+fingerprint packet.
 
 Area: 2 halves x ``size`` LL16 packets (slot r: rank r's fingerprint, data words its low and high 32 bits,
 flags the call's sequence number; the half is the number's parity). The sequence number lives on the device
 (``counts``, one word per block index up to ``MAX_BLOCKS``, all equal), so every launch, CUDA-graph replays
-included, gets a fresh one; kernels read a fingerprint of 0 as "check off".
+included, gets a fresh one; kernels read a fingerprint of 0 as "check off". ``verdict`` (device uint32[1], 1
+until a check fails) is what a kernel that is not a one-shot one found (``blocks.checked_call``): the executor's
+copies after a plan kernel and a user's kernel after the check kernel read it (``blocks.call_agreed``).
 """
 
 from __future__ import annotations
@@ -12,43 +15,94 @@ from __future__ import annotations
 from collections import namedtuple
 
 import numpy as np
+from numba import cuda
 from numba.core import types
 
-from ..channels.primitives import LL16_BYTES
+from ..channels.primitives import LL16_BYTES, copy_bytes
 from ..runtime import config
+from ..runtime.backend import IS_SIM
 from ..runtime.fingerprint import pack
 from ..runtime.handle_types import BYTES, U32, WAIT_CONTEXT
+from ..runtime.launch import Launch
 from ..runtime.memory import alloc
 from .algorithm import Call
+from .blocks import call_agreed, checked_call
 
-MAX_BLOCKS = 128  # the largest grid of a one-shot algorithm
+MAX_BLOCKS = 128  # the largest grid of a checked kernel (one sequence word per block)
+SENDS_ALL = frozenset({"reduce_scatter", "all_to_all"})  # send buffers of ``size`` slots of ``Call.nbytes``
+_COPY_THREADS = 256
 
-CallCheckHandle = namedtuple("CallCheckHandle", "inbox peers counts err abort rank peer channel timeout_ns")
-"""What kernels take: our area, every peer's (in peer order), the sequence words, and the error context."""
+CallCheckHandle = namedtuple("CallCheckHandle",
+                             "inbox peers counts verdict err abort rank peer channel timeout_ns")
+"""What kernels take: our area, every peer's (in peer order), the sequence words, the verdict, the error context."""
+
+
+@cuda.jit(cache=True)
+def check_kernel(cc, fp, rank, nranks, op):
+    """The call check alone, on one block: ahead of a user's kernel, or on a rank a plan gives no thread blocks."""
+    checked_call(cc, fp, rank, nranks, op)
+
+
+@cuda.jit(cache=True)
+def copy_if_agreed(verdict, dst, src):
+    """``dst[:] = src`` (views of one size) unless the call check before this kernel found the calls differ."""
+    if call_agreed(verdict):
+        copy_bytes(dst, 0, src, 0, dst.size, cuda.grid(1), cuda.gridsize(1))
 
 
 def handle_type(peers: int) -> types.NamedTuple:
     """The numba type of a ``CallCheckHandle`` with ``peers`` peer areas."""
-    return types.NamedTuple([BYTES, types.UniTuple(BYTES, peers), U32, *WAIT_CONTEXT], CallCheckHandle)
+    return types.NamedTuple([BYTES, types.UniTuple(BYTES, peers), U32, U32, *WAIT_CONTEXT], CallCheckHandle)
 
 
 class CallCheck:
     """The communicator's call-check area, registered with every peer; ``handle`` is plain data for kernels."""
 
     def __init__(self, comm):
-        from numba import cuda
         self.enabled = config.call_check()
+        self.rank, self.size = comm.rank, comm.size
         self.area = alloc(2 * comm.size * LL16_BYTES)
         peers = [p for p in range(comm.size) if p != comm.rank]
         remotes = [comm.exchange_memory(self.area, p) for p in peers]
         self.counts = cuda.to_device(np.zeros(MAX_BLOCKS, np.uint32))
-        self.handle = CallCheckHandle(self.area, tuple(r.array for r in remotes), self.counts, *comm.wait_context())
+        self.verdict = cuda.to_device(np.ones(1, np.uint32))
+        self.handle = CallCheckHandle(self.area, tuple(r.array for r in remotes), self.counts, self.verdict,
+                                      *comm.wait_context())
 
-    def fingerprint(self, call: Call, send_bytes: int) -> int:
-        """What a kernel serving ``call`` (``send_bytes`` in its send buffer) compares: 0 with the check off."""
-        return pack(call.collective, send_bytes, call.dtype, call.op, call.root) if self.enabled else 0
+    def fingerprint(self, call: Call) -> int:
+        """What a kernel serving ``call`` compares: 0 with the check off."""
+        if not self.enabled:
+            return 0
+        send_bytes = call.nbytes * self.size if call.collective in SENDS_ALL else call.nbytes
+        return pack(call.collective, send_bytes, call.dtype, call.op, call.root)
+
+    def fits(self, grid: int, threads: int) -> bool:
+        """Whether a kernel of ``grid`` blocks of ``threads`` can run ``checked_call``: a sequence word per block,
+        a thread per peer."""
+        return 0 < grid <= MAX_BLOCKS and threads >= self.size - 1
+
+    def check_launch(self, op: int) -> Launch:
+        """A launch of the check kernel recording a disagreement with ``op`` (OP_CALLCHECK, OP_PRECHECK); set its
+        ``fp`` slot per call."""
+        threads = max(1, self.size - 1) if IS_SIM else -(-max(1, self.size - 1) // 32) * 32
+        return Launch(check_kernel, 1, threads, {"cc": self.handle, "fp": 0, "rank": self.rank,
+                                                 "nranks": self.size, "op": op})
+
+    def copy_launch(self, dst, src) -> Launch:
+        """A launch of ``copy_if_agreed`` from device view ``src`` into ``dst`` (GPU backend)."""
+        blocks = max(1, min(4 * MAX_BLOCKS, -(-dst.size // (_COPY_THREADS * 64))))
+        return Launch(copy_if_agreed, blocks, _COPY_THREADS, {"verdict": self.verdict, "dst": dst, "src": src})
+
+    def agreed(self) -> bool:
+        """The verdict as the host reads it (the simulator, whose kernels have finished by then)."""
+        return bool(self.verdict.copy_to_host()[0])
 
 
 def callcheck(comm) -> CallCheck:
     """The communicator's call check (built collectively on first use)."""
     return comm.extension("callcheck", CallCheck)
+
+
+def callcheck_on_one_host(comm) -> CallCheck | None:
+    """``callcheck(comm)`` when all its ranks share one host, else None: calls across hosts are not checked."""
+    return callcheck(comm) if len(set(comm.host_ids)) == 1 else None

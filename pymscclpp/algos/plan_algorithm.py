@@ -1,19 +1,21 @@
 """An execution plan (a DSL program's output or an MSCCL++ plan file) as an Algorithm, run by the communicator's
-executor: the same selection, tuning and registration as the hand-written kernels.
+executor: the same selection, tuning and registration as the hand-written kernels. On one host, every call's
+kernel first compares the ranks' call fingerprints (``algos.callcheck``).
 """
 
 from __future__ import annotations
 
 from ..executor import ExecutionPlan, Executor
 from .algorithm import ANY, Algorithm, Call, Constraint
+from .callcheck import callcheck_on_one_host
 
 _COLLECTIVES = {"allreduce": "all_reduce", "allgather": "all_gather", "reducescatter": "reduce_scatter",
                 "alltoall": "all_to_all", "broadcast": "broadcast"}
 
 
 def executor_of(comm) -> Executor:
-    """The communicator's executor (one per communicator, closed with it)."""
-    return comm.extension("executor", Executor)
+    """The communicator's executor (one per communicator, closed with it), with its call check on one host."""
+    return comm.extension("executor", lambda c: Executor(c, call_check=callcheck_on_one_host(c)))
 
 
 class PlanAlgorithm(Algorithm):
@@ -43,4 +45,6 @@ class PlanAlgorithm(Algorithm):
         self._executor = executor_of(comm)
 
     def launch(self, call: Call) -> None:
-        self._executor.execute(self.xplan, call.sendbuf, call.recvbuf, op=call.op, stream=call.stream)
+        check = self._executor.call_check
+        self._executor.execute(self.xplan, call.sendbuf, call.recvbuf, op=call.op, stream=call.stream,
+                               fingerprint=check.fingerprint(call) if check is not None else 0)

@@ -7,7 +7,8 @@ from __future__ import annotations
 from numba import cuda
 
 from ..runtime.device_errors import (ABORT_CHECK_EVERY, ABORTED, MISMATCH, OP_CALLCHECK, OP_FIFO_PUSH,  # noqa: F401
-                                     OP_FLUSH, OP_PACKET, OP_PROXY_ABORT, OP_READ_PACKET, OP_WAIT, TIMED_OUT)
+                                     OP_FLUSH, OP_PACKET, OP_PRECHECK, OP_PROXY_ABORT, OP_READ_PACKET, OP_WAIT,
+                                     TIMED_OUT)
 from .ptx import fence_sys, load_relaxed
 
 
@@ -43,6 +44,7 @@ def record_abort(err, op, rank, peer, channel, expected, seen):
 
 
 @cuda.jit(device=True)
-def record_mismatch(err, rank, peer, seq, ours, theirs):
-    """Record that call ``seq``'s fingerprint ``ours`` differs from ``peer``'s ``theirs`` (the call check)."""
-    _record(err, MISMATCH, OP_CALLCHECK, rank, peer, seq, ours, theirs)
+def record_mismatch(err, op, rank, peer, seq, ours, theirs):
+    """Record that call ``seq``'s fingerprint ``ours`` differs from ``peer``'s ``theirs`` (the call check; ``op``:
+    OP_CALLCHECK in the call's own kernel, OP_PRECHECK in a check kernel ahead of it)."""
+    _record(err, MISMATCH, op, rank, peer, seq, ours, theirs)

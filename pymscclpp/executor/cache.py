@@ -1,7 +1,7 @@
 """Compile cache of generated kernels: in this process, and on disk for the next one.
 
 A kernel's source file is named by a hash of everything it depends on (plan hash, rank, dtype kind, op,
-size class, variant, and the source of pymscclpp's device code); GPU kernels are ``cuda.jit(cache=True)``,
+size class, variant, call check, and the source of pymscclpp's device code); GPU kernels are ``cuda.jit(cache=True)``,
 so numba keeps their compiled code in ``runtime.kernel_cache``'s folder and a second process loads it instead
 of compiling.
 """
@@ -30,7 +30,7 @@ def cache_dir() -> Path:
 
 def kernel_key(spec: KernelSpec) -> str:
     """The cache key of a kernel."""
-    fields = (spec.xplan.key, spec.rank, spec.kind, spec.op, spec.size_class, spec.sim_threads,
+    fields = (spec.xplan.key, spec.rank, spec.kind, spec.op, spec.size_class, spec.sim_threads, spec.checked,
               kernel_cache.device_code_digest())
     return hashlib.sha256(repr(fields).encode()).hexdigest()[:32]
 

@@ -4,7 +4,8 @@ Each plan thread block becomes a device function whose body is the block's ops i
 offsets as expressions of the chunk size (a constant for small chunks). Thread blocks whose code differs only
 in integer constants (instance replicas) share one function taking the block's index in its class, so a
 128-instance plan compiles one body, not 128. Reductions become device functions specialised for their
-number of sources and destinations. Two variants:
+number of sources and destinations. A ``checked`` kernel first runs the cross-rank call check (every block,
+``algos.blocks.checked_call``) and returns before any op when the ranks' calls differ. Two variants:
 
 - GPU: one CUDA block per plan thread block; ``nop`` is ``syncthreads``.
 - simulator: ONE CUDA block in which thread group ``g`` (``T`` threads) plays plan thread block ``g``, so
@@ -70,6 +71,15 @@ def state_layout(xplan: ExecutionPlan, rank: int) -> StateLayout:
     return StateLayout(len(gpu.threadblocks), len(xplan.barrier_ids), len(gpu.semaphores))
 
 
+def launch_dims(xplan: ExecutionPlan, rank: int, sim_threads: int) -> tuple[int, int]:
+    """(grid, block) of ``rank``'s kernel: a block per plan thread block, or (simulator variant, ``sim_threads``
+    > 0) one block with ``sim_threads`` threads per plan thread block."""
+    ntb = len(xplan.plan.gpus[rank].threadblocks)
+    if sim_threads:
+        return 1, ntb * sim_threads
+    return ntb, xplan.plan.num_threads_per_block
+
+
 @dataclass(frozen=True)
 class KernelSpec:
     """Everything one generated kernel depends on."""
@@ -81,6 +91,7 @@ class KernelSpec:
     itemsize: int     # bytes per element of ``kind``
     size_class: int   # chunk bytes built into the kernel, or 0: the chunk size is an argument
     sim_threads: int  # 0: the GPU variant; else threads per plan thread block in the simulator variant
+    checked: bool = False  # takes the call check's handle ``cc`` and the call's fingerprint ``fp``
 
     @cached_property
     def peers(self) -> list[int]:
@@ -95,16 +106,13 @@ class KernelSpec:
         names += [f"sem{p}" for p in self.peers]
         ports = len(gpu.channels.get("port", []))
         names += [f"pc{c}" for c in range(ports)] + (["pid"] if ports else [])
-        names += ["st", "err", "abt", "tmo", "wctx"]
+        names += ["st", "err", "abt", "tmo", "wctx"] + (["cc", "fp"] if self.checked else [])
         return names + ([] if self.size_class else ["chunk"])
 
     @property
     def launch_dims(self) -> tuple[int, int]:
         """(grid, block) of a launch."""
-        ntb = len(self.xplan.plan.gpus[self.rank].threadblocks)
-        if self.sim_threads:
-            return 1, ntb * self.sim_threads
-        return ntb, self.xplan.plan.num_threads_per_block
+        return launch_dims(self.xplan, self.rank, self.sim_threads)
 
     def source(self) -> str:
         """The module's Python source."""
@@ -125,7 +133,7 @@ class _Writer:
         self.stage_next = scratch  # next staging slot of a port put-packets op, in packet-wide chunks
         self.sync = ("D.group_sync(st, GROUPS, g, nt, err, abt, RANK, tmo)" if spec.sim_threads
                      else "cuda.syncthreads()")
-        self.common = ", ".join(spec.arg_names[:-1] if not spec.size_class else spec.arg_names)
+        self.common = ", ".join(n for n in spec.arg_names if n not in ("cc", "fp", "chunk"))  # what ops take
 
     # -- module -----------------------------------------------------------------------------------
 
@@ -166,6 +174,9 @@ class _Writer:
             head.append(f"CHUNK = {spec.size_class}")
         if spec.sim_threads:
             head.append(f"T = {spec.sim_threads}")
+        if spec.checked:
+            head += ["from pymscclpp.algos.blocks import checked_call",
+                     "from pymscclpp.channels.device_errors import OP_CALLCHECK", f"NRANKS = {self.xplan.num_ranks}"]
         body = []
         for lines in self.helpers.values():
             body += ["", ""] + lines
@@ -184,6 +195,8 @@ class _Writer:
             out += ["    g = cuda.threadIdx.x // T", "    tid = cuda.threadIdx.x % T", "    nt = T"]
         else:
             out += ["    g = cuda.blockIdx.x", "    tid = cuda.threadIdx.x", "    nt = cuda.blockDim.x"]
+        if spec.checked:  # every rank's call alike, else no op runs (the verdict gates the copies after)
+            out += ["    if not checked_call(cc, fp, RANK, NRANKS, OP_CALLCHECK):", "        return"]
         if spec.size_class:
             out.append("    chunk = CHUNK")
         out.append("    flag = D.flag_begin(st, g)")

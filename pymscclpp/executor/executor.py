@@ -5,12 +5,17 @@ a chunk-size bucket or a set of buffers sets up what it needs with the peers (se
 exchange), so, as with MSCCL++'s executor, ranks must pass new buffers in the same call. Later calls with
 the same buffer objects are one dictionary lookup and one kernel launch (plus copies when buffers are staged);
 the executor keeps the buffers of the calls it has set up referenced until ``close``.
+
+Given the communicator's call check (``algos.callcheck``, as ``PlanAlgorithm`` gives it), kernels are
+generated ``checked``: each call's fingerprint travels as an argument, every thread block compares it with the
+peers' before any op, and the copies into the user's buffers after the kernel run only if the calls agreed.
 """
 
 from __future__ import annotations
 
 import os
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -22,11 +27,15 @@ from ..runtime.launch import Launch
 from ..runtime.buffers import buffer_info
 from ..runtime.buffers import stream_handle
 from .cache import load_module
-from .codegen import KernelSpec
+from .codegen import KernelSpec, launch_dims
 from .layout import MessageLayout, message_layout
 from .plan import ExecutionPlan
 from .ports import host_layout, host_of
 from .resources import Binding, Copies, PlanResources, ScratchSet, scratch_bytes
+from ..runtime.device_errors import OP_CALLCHECK
+
+if TYPE_CHECKING:
+    from ..algos.callcheck import CallCheck
 
 DEFAULT_SIM_THREADS = 4
 _FAST_ENTRIES = 64  # calls remembered by buffer object identity (their buffers stay referenced)
@@ -54,16 +63,22 @@ class _NoThreadBlocks:
 
 
 class PreparedCall:
-    """One call's copies in, kernel launch and copies out, ready to issue on any stream."""
+    """One call's copies in, kernel launch and copies out, ready to issue on any stream; ``call_check``: the
+    launch is checked (it takes the call's fingerprint) and the copies out wait on its verdict."""
 
-    def __init__(self, launch: Launch | _NoThreadBlocks, binding: Binding, comm, check=None):
+    def __init__(self, launch: Launch | _NoThreadBlocks, binding: Binding, comm, check=None,
+                 call_check: CallCheck | None = None):
         self.launch_, self.binding, self.comm, self.check = launch, binding, comm, check
-        self.pre, self.post = Copies(binding.pre), Copies(binding.post)
+        self.checked = call_check is not None
+        self.pre, self.post = Copies(binding.pre), Copies(binding.post, call_check)
 
-    def run(self, stream: int = 0) -> None:
-        """Issue the call on CUstream ``stream`` (asynchronous on GPUs; capturable in a CUDA graph)."""
+    def run(self, stream: int = 0, fingerprint: int = 0) -> None:
+        """Issue the call on CUstream ``stream`` (asynchronous on GPUs; capturable in a CUDA graph), a checked
+        one with the call's ``fingerprint`` (0: not compared)."""
         if self.pre.pairs:
             self.pre.run(stream)
+        if self.checked:
+            self.launch_.set_int("fp", fingerprint)
         self.launch_.launch(stream)
         if self.post.pairs:
             self.post.run(stream)
@@ -91,10 +106,13 @@ def _dtype_name(info) -> str:
 
 class Executor:
     """Runs execution plans on ``comm``; ``sim_threads`` threads play each plan thread block under the
-    simulator (default ``PYMSCCLPP_SIM_THREADS`` or 4); ``max_scratch_bytes`` caps a plan's scratch."""
+    simulator (default ``PYMSCCLPP_SIM_THREADS`` or 4); ``max_scratch_bytes`` caps a plan's scratch;
+    ``call_check``: the communicator's call check, which checked kernels use (None: none is checked)."""
 
-    def __init__(self, comm, sim_threads: int | None = None, max_scratch_bytes: int | None = None):
+    def __init__(self, comm, sim_threads: int | None = None, max_scratch_bytes: int | None = None,
+                 call_check: CallCheck | None = None):
         self.comm = comm
+        self.call_check = call_check
         self.sim_threads = sim_threads or int(os.environ.get("PYMSCCLPP_SIM_THREADS", DEFAULT_SIM_THREADS))
         self.max_scratch_bytes = max_scratch_bytes
         self.stats: list[KernelStats] = []
@@ -104,11 +122,13 @@ class Executor:
         self._fast: dict[tuple, tuple] = {}  # (ids of plan, send, recv; op) -> (plan, send, recv, call)
         self.proxy = None  # the ProxyService of every plan's port channels, made by the first plan with one
 
-    def execute(self, plan, sendbuf, recvbuf=None, op: str = "sum", stream=None) -> None:
+    def execute(self, plan, sendbuf, recvbuf=None, op: str = "sum", stream=None, fingerprint: int = 0) -> None:
         """Run ``plan`` on ``sendbuf`` into ``recvbuf`` (``None``: in place) on the caller's ``stream``.
 
-        ``op`` (sum, min, max, prod) is used by every reduction of the plan. Raises ``PlanError`` when the plan
-        cannot run here (ranks, hosts, semaphores, scratch, dtype), before anything is launched.
+        ``op`` (sum, min, max, prod) is used by every reduction of the plan. ``fingerprint``: the call's
+        (``CallCheck.fingerprint``), which a checked kernel compares with every peer's before any op (0: not
+        compared). Raises ``PlanError`` when the plan cannot run here (ranks, hosts, semaphores, scratch, dtype),
+        before anything is launched.
         """
         self.comm.raise_if_failed()
         key = (id(plan), id(sendbuf), id(recvbuf), op)
@@ -122,7 +142,7 @@ class Executor:
             if len(self._fast) >= _FAST_ENTRIES:
                 del self._fast[next(iter(self._fast))]
             self._fast[key] = (plan, sendbuf, recvbuf, call)
-        call.run(stream_handle(stream))
+        call.run(stream_handle(stream), fingerprint)
 
     def prepare(self, plan, sendbuf, recvbuf=None, op: str = "sum") -> PreparedCall | None:
         """Set up (collectively) everything a call needs and return it ready to run; None for empty buffers."""
@@ -152,11 +172,13 @@ class Executor:
         scratch = resources.scratch_sets.get(layout.bucket)
         if scratch is None:
             scratch = resources.scratch_sets[layout.bucket] = ScratchSet(self.comm, xplan, layout.bucket, proxy)
-        binding = Binding(self.comm, xplan, scratch, layout, sendbuf, send, recvbuf, recv, proxy)
+        checked = self._checkable(xplan)
+        binding = Binding(self.comm, xplan, scratch, layout, sendbuf, send, recvbuf, recv, proxy, checked)
         spec = KernelSpec(xplan, self.comm.rank, kind, code, itemsize if kind is not None else 1, layout.size_class,
-                          self.sim_threads if IS_SIM else 0)
+                          self.sim_threads if IS_SIM else 0, checked)
         call = self._calls[key] = PreparedCall(self._launch(spec, resources, scratch, binding, layout), binding,
-                                               self.comm, self.check if proxy is not None else None)
+                                               self.comm, self.check if proxy is not None else None,
+                                               self.call_check if checked else None)
         return call
 
     def close(self) -> None:
@@ -205,6 +227,17 @@ class Executor:
             except ProxyError as exc:
                 raise ProxyError(f"{exc} [rank {comm.rank} is on {host_of(comm.host_ids, comm.rank)}; "
                                  f"{host_layout(comm.host_ids)}]") from None
+
+    def _checkable(self, xplan: ExecutionPlan) -> bool:
+        """Whether the plan's calls are checked: the executor has an enabled call check and every rank's kernel
+        can run it (decided alike on every rank, which all know the plan; a rank without thread blocks runs
+        the check kernel)."""
+        cc = self.call_check
+        if cc is None or not cc.enabled:
+            return False
+        sim_threads = self.sim_threads if IS_SIM else 0
+        return all(cc.fits(*launch_dims(xplan, r, sim_threads)) for r, gpu in enumerate(xplan.plan.gpus)
+                   if gpu.threadblocks)
 
     def _check_same_plan(self, xplan: ExecutionPlan) -> None:
         """Every rank sets up the same plan (one all-gather per plan): ranks that chose plans for different
@@ -264,13 +297,15 @@ class Executor:
 
     def _launch(self, spec: KernelSpec, resources: PlanResources, scratch: ScratchSet, binding: Binding,
                 layout: MessageLayout) -> Launch | _NoThreadBlocks:
-        if not spec.xplan.plan.gpus[spec.rank].threadblocks:
-            return _NoThreadBlocks()
+        if not spec.xplan.plan.gpus[spec.rank].threadblocks:  # checked: its peers wait for its fingerprint
+            return self.call_check.check_launch(OP_CALLCHECK) if spec.checked else _NoThreadBlocks()
         module, source_s = load_module(spec)
         values = {"inp": binding.kin, "out": binding.kout, "scr": scratch.scratch, "st": resources.state,
                   "err": self.comm.error_area, "abt": self.comm.abort_word, "tmo": np.uint64(self.comm.timeout_ns),
                   "wctx": self.comm.wait_context(),
-                  "chunk": np.int64(layout.chunk)}
+                  "chunk": np.int64(layout.chunk), "fp": np.int64(0)}
+        if spec.checked:
+            values["cc"] = self.call_check.handle
         values.update({f"rb{j}": arr for j, arr in enumerate(binding.remote)})
         values.update({f"sem{p}": h for p, h in resources.handles.items()})
         if resources.ports is not None:

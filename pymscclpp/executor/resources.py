@@ -8,6 +8,8 @@ kernel's input/output views, the peers' input/output, copies in and out).
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import numpy as np
 from numba import cuda
 
@@ -21,6 +23,9 @@ from .codegen import state_layout
 from .layout import MessageLayout
 from .plan import ExecutionPlan
 from .ports import PlanPorts, exchange, memory_ids
+
+if TYPE_CHECKING:
+    from ..algos.callcheck import CallCheck
 
 
 class PlanResources:
@@ -93,11 +98,13 @@ class Binding:
     """The kernel's view of one call's buffers: input/output arrays, peers' buffers, copies in and out.
 
     Direct: the user's buffers are the kernel's (sizes split into whole chunks, and registrable when peers
-    reach them). Staged: the kernel runs on the scratch set's buffers; parts are copied in and out.
+    reach them). Staged: the kernel runs on the scratch set's buffers; parts are copied in and out. A
+    ``checked`` call is staged rather than copy its input into the user's receive buffer before the kernel
+    (which the call check comes after): only the copies out wait on the check's verdict.
     """
 
     def __init__(self, comm, xplan: ExecutionPlan, scratch: ScratchSet, layout: MessageLayout,
-                 send, send_info, recv, recv_info, proxy=None):
+                 send, send_info, recv, recv_info, proxy=None, checked: bool = False):
         rank = comm.rank
         plan = xplan.plan
         gpu = plan.gpus[rank]
@@ -110,7 +117,8 @@ class Binding:
         if self.direct:
             kin, kout = self._direct_views(layout, plan.inplace, user_send, send_info, user_recv, recv_info,
                                            in_bytes, out_bytes)
-            if xplan.remote_io and not (_registrable(comm, kin) and _registrable(comm, kout)):
+            if (checked and self.pre) or (xplan.remote_io and not (_registrable(comm, kin) and
+                                                                   _registrable(comm, kout))):
                 self.direct, self.pre, self.post = False, [], []
         if not self.direct:
             space_in, space_out = scratch.staging(layout, plan.inplace)
@@ -156,19 +164,26 @@ class Binding:
 
 
 class Copies:
-    """(dst, src) device copies of equal-sized views, resolved once to pointers; ``run`` issues them in order."""
+    """(dst, src) device copies of equal-sized views, resolved once to pointers; ``run`` issues them in order.
+    With ``call_check`` (``algos.callcheck.CallCheck``) each copies only if the call check of the kernel before
+    it found the ranks' calls alike: a copy kernel reading the verdict (the simulator reads it on the host)."""
 
-    def __init__(self, pairs: list[tuple]):
-        self.pairs = pairs
+    def __init__(self, pairs: list[tuple], call_check: CallCheck | None = None):
+        self.pairs, self.call_check = pairs, call_check
         self.raw = [(dst.__cuda_array_interface__["data"][0], src.__cuda_array_interface__["data"][0], dst.size)
-                    for dst, src in pairs if dst.size] if not IS_SIM else []
+                    for dst, src in pairs if dst.size] if not IS_SIM and call_check is None else []
+        self.gated = [call_check.copy_launch(dst, src) for dst, src in pairs if dst.size] \
+            if not IS_SIM and call_check is not None else []
 
     def run(self, stream: int) -> None:
         """Copy on ``stream`` (the simulator copies at once)."""
         if IS_SIM:
-            for dst, src in self.pairs:
-                dst._ary[:] = src._ary
+            if self.call_check is None or self.call_check.agreed():
+                for dst, src in self.pairs:
+                    dst._ary[:] = src._ary
             return
+        for launch in self.gated:
+            launch.launch(stream)
         from ..runtime.launch import copy_async
         for dst, src, nbytes in self.raw:
             copy_async(dst, src, nbytes, stream)

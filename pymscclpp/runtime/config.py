@@ -31,7 +31,8 @@ def checked_timeout_s(value, where: str) -> float | None:
 
 
 def call_check() -> bool:
-    """Whether the one-shot kernels compare the ranks' call fingerprints: PYMSCCLPP_CHECK, 1 (default) or 0."""
+    """Whether checked algorithms (one-shot, plans, user kernels) compare the ranks' call fingerprints:
+    PYMSCCLPP_CHECK, 1 (default) or 0."""
     raw = os.environ.get("PYMSCCLPP_CHECK", "").strip() or "1"
     if raw not in ("0", "1"):
         raise InvalidUsageError(f"PYMSCCLPP_CHECK={raw!r}: expected 1 (check every call, the default) or 0 (off)")

@@ -4,7 +4,9 @@ cross-rank call check found two ranks' calls disagreeing (CallMismatchError).
 
 Layout (int64[ERR_WORDS]): state (1 timed out, 2 aborted, 3 mismatch), op, rank, peer, channel, expected, seen,
 block. A mismatch keeps the call's sequence number in ``channel``, this rank's call fingerprint in ``expected``
-and ``peer``'s in ``seen`` (``runtime.fingerprint``). The first failure wins (compare-and-swap on ``state``).
+and ``peer``'s in ``seen`` (``runtime.fingerprint``), and in ``op`` who found it: the call's own kernel
+(``OP_CALLCHECK``) or a check kernel launched ahead of a user's kernel (``OP_PRECHECK``). The first failure wins
+(compare-and-swap on ``state``).
 
 An abort word (uint64[1] in host memory the device reads) ends every spinning wait on it within
 ``ABORT_CHECK_EVERY`` spins instead of its budget: the communicator's, set when its liveness monitor
@@ -25,8 +27,10 @@ the same fields): the error area, the abort word, and the rank, peer, channel an
 
 ERR_WORDS = 8
 OP_NAMES = {1: "semaphore wait", 2: "packet wait (unpack_packets)", 3: "fifo push", 4: "flush",
-            5: "packet wait (read_packets)", 6: "port channel wait", 7: "call check wait (a peer's call fingerprint)"}
-OP_WAIT, OP_PACKET, OP_FIFO_PUSH, OP_FLUSH, OP_READ_PACKET, OP_PROXY_ABORT, OP_CALLCHECK = 1, 2, 3, 4, 5, 6, 7
+            5: "packet wait (read_packets)", 6: "port channel wait", 7: "call check wait (a peer's call fingerprint)",
+            8: "call check wait (a peer's call fingerprint, in the check kernel ahead of a user algorithm)"}
+OP_WAIT, OP_PACKET, OP_FIFO_PUSH, OP_FLUSH, OP_READ_PACKET, OP_PROXY_ABORT = 1, 2, 3, 4, 5, 6
+OP_CALLCHECK, OP_PRECHECK = 7, 8
 TIMED_OUT, ABORTED, MISMATCH = 1, 2, 3
 ABORT_CHECK_EVERY = 64  # spins between reads of the abort word (host memory: a slow read)
 
@@ -37,7 +41,7 @@ def describe(err: np.ndarray) -> str | None:
     if state == 0:
         return None
     if state == MISMATCH:
-        return mismatch_text(int(err[2]), int(err[3]), int(err[5]), int(err[6]), int(err[4]))
+        return mismatch_text(int(err[2]), int(err[3]), int(err[5]), int(err[6]), int(err[4]), code == OP_PRECHECK)
     op = OP_NAMES.get(code, f"op {code}")
     if state == ABORTED:
         ended = "was aborted by the host (a peer declared dead: PeerDisconnectedError; or a proxy failed: ProxyError)"

@@ -74,7 +74,10 @@ def describe(fp: int) -> str:
     return text
 
 
-def mismatch_text(rank: int, peer: int, ours: int, theirs: int, seq: int) -> str:
-    """What a rank whose call disagreed with ``peer``'s reports."""
+def mismatch_text(rank: int, peer: int, ours: int, theirs: int, seq: int, ahead: bool = False) -> str:
+    """What a rank whose call disagreed with ``peer``'s reports; ``ahead``: a check kernel launched ahead of a
+    user's kernel found it (that kernel runs anyway), not the call's own kernel."""
+    found = ("found by the check kernel ahead of the algorithm's own kernel, which still runs and writes its output "
+             "unless it gates on call_agreed" if ahead else "found on the device before any output was written")
     return (f"rank {rank} called {describe(ours)}, rank {peer} called {describe(theirs)}: the ranks' calls do not "
-            f"match (one-shot call {seq} of the communicator; found on the device before any output was written)")
+            f"match (checked call {seq} of the communicator; {found})")

@@ -32,13 +32,15 @@ from pymscclpp.runtime.device_errors import WaitContext  # noqa: E402
 from pymscclpp.language.programs.hierarchical import allreduce_hierarchical  # noqa: E402
 from pymscclpp.proxy.port_channel import PortChannelHandle  # noqa: E402
 from pymscclpp.runtime.semaphore import SemaphoreHandle  # noqa: E402
+from pymscclpp.algos.callcheck import handle_type as callcheck  # noqa: E402
+from pymscclpp.runtime.handle_types import BYTES as U8, I64, U64  # noqa: E402
 
-U8, U64, I64 = (types.Array(t, 1, "C") for t in (types.uint8, types.uint64, types.int64))
 SEM = types.NamedTuple([U64, U64, U64, I64, U64, types.int64, types.int64, types.int64, types.uint64], SemaphoreHandle)
 WCTX = types.NamedTuple([I64, U64, types.int64, types.int64, types.int64, types.uint64], WaitContext)
 PORT = types.NamedTuple([U64, U64, U64, U64, types.uint64, U64, U64, I64, U64, types.int64, types.int64, types.int64,
                          types.uint64, types.int64, types.int64], PortChannelHandle)
-ARG_TYPES = {"pid": I64, "st": U64, "err": I64, "abt": U64, "tmo": types.uint64, "wctx": WCTX, "chunk": types.int64}
+ARG_TYPES = {"pid": I64, "st": U64, "err": I64, "abt": U64, "tmo": types.uint64, "wctx": WCTX, "chunk": types.int64,
+             "fp": types.int64}
 ITEMSIZE = {"float32": 4, "bfloat16": 2, "float16": 2, "int32": 4}
 PATTERNS = ["ld.global.v4.u32", "st.global.v4.u32", "st.volatile.global.v4.u32", "red.release.sys.global.add",
             "ld.acquire.sys.global", "bar.sync"]
@@ -53,21 +55,24 @@ CASES = [  # (program, kwargs, ranks, dtype, size class)
     ("allreduce_allpairs", {"protocol": "LL", "hosts": [0, 1]}, 2, "float32", 0),
     ("allgather", {"hosts": [0, 0, 1]}, 3, "float32", 0), ("allreduce_hierarchical", {}, 4, "float32", 0),
 ]
+CHECKED = [("allgather", {}, 2, "float32", 1024)]
 
 
 def main() -> int:
     programs = {**PROGRAMS, **FEATURE_PROGRAMS,
                 "allreduce_hierarchical": lambda n: allreduce_hierarchical([r // 2 for r in range(n)])}
-    for name, kwargs, n, dtype, size_class in CASES:
+    for (name, kwargs, n, dtype, size_class), checked in [(c, False) for c in CASES] + [(c, True) for c in CHECKED]:
         xplan = ExecutionPlan.from_plan(programs[name](n, **kwargs))
         kind = DTYPE_KINDS[dtype] if xplan.reduces else None
-        spec = KernelSpec(xplan, 0, kind, OPS["sum"], ITEMSIZE[dtype], size_class, 0)
+        spec = KernelSpec(xplan, 0, kind, OPS["sum"], ITEMSIZE[dtype], size_class, 0, checked)
         module, _ = load_module(spec)
-        sig = tuple(SEM if a.startswith("sem") else PORT if a.startswith("pc") else ARG_TYPES.get(a, U8)
+        types_of = {**ARG_TYPES, "cc": callcheck(n - 1)}
+        sig = tuple(SEM if a.startswith("sem") else PORT if a.startswith("pc") else types_of.get(a, U8)
                     for a in spec.arg_names)
         ptx, _ = cuda.compile_ptx(module.kernel.py_func, sig, cc=(9, 0))
         counts = " ".join(f"{p}={ptx.count(p)}" for p in PATTERNS)
-        label = f"{name}{'_ll' if kwargs.get('protocol') == 'LL' else ''}{'_ports' if 'hosts' in kwargs else ''}"
+        label = (f"{name}{'_ll' if kwargs.get('protocol') == 'LL' else ''}{'_ports' if 'hosts' in kwargs else ''}"
+                 f"{'_checked' if checked else ''}")
         print(f"{label} {n} 0 {dtype} {size_class} {len(ptx)} {counts}",
               flush=True)
     return 0

@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 
 from pymscclpp.language.channel import MemoryChannel
-from pymscclpp.language.collectives import AllGather, AllReduce, ReduceScatter
+from pymscclpp.language.collectives import AllGather, AllReduce, ReduceScatter, TestCollective
 from pymscclpp.language.general import JSON
 from pymscclpp.language.loop import LoopIterationContext
 from pymscclpp.language.program import CollectiveProgram
@@ -185,3 +185,11 @@ def allgather_port(n: int) -> dict:
             for p in _peers(r, n):
                 ch[r, p].wait(tb=0)
         return json.loads(JSON())
+
+
+def rank0_only(n: int) -> dict:
+    """Only rank 0 has work (a copy within its input); the other ranks' plans have no thread blocks."""
+    with CollectiveProgram("rank0_only", TestCollective(n, 2, 0), n) as prog:
+        inp = Rank(0).get_input_buffer()
+        Rank(0).copy(inp[1:2], inp[0:1], tb=0)
+        return prog.to_dict()

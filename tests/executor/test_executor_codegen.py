@@ -24,8 +24,9 @@ ROOT = HERE.parent.parent
 
 
 def spec(name: str = "allreduce_allpairs", n: int = 2, rank: int = 0, size_class: int = 0, sim_threads: int = 0,
-         **kwargs) -> KernelSpec:
-    return KernelSpec(ExecutionPlan.from_plan(PROGRAMS[name](n, **kwargs)), rank, 0, 0, 4, size_class, sim_threads)
+         checked: bool = False, **kwargs) -> KernelSpec:
+    return KernelSpec(ExecutionPlan.from_plan(PROGRAMS[name](n, **kwargs)), rank, 0, 0, 4, size_class, sim_threads,
+                      checked)
 
 
 @pytest.fixture(scope="module")
@@ -52,6 +53,11 @@ def test_simple_plans_copy_with_16_byte_vectors_and_signal_with_release(ptx_line
     simple = ptx_lines["allreduce_allpairs", 2, "float32"]
     assert simple["ld.global.v4.u32"] > 0 and simple["st.global.v4.u32"] > 0
     assert simple["red.release.sys.global.add"] > 0 and simple["ld.acquire.sys.global"] > 0
+
+
+def test_a_checked_kernel_stores_the_fingerprint_packet_its_simple_plan_has_none_of(ptx_lines):
+    assert ptx_lines["allgather", 2, "float32"]["st.volatile.global.v4.u32"] == 0
+    assert ptx_lines["allgather_checked", 2, "float32"]["st.volatile.global.v4.u32"] == 1
 
 
 def test_ll_plans_store_each_packet_with_one_volatile_16_byte_store(ptx_lines):
@@ -91,11 +97,21 @@ def test_simulator_variant_plays_thread_blocks_with_thread_groups_of_one_block()
     assert "cuda.syncthreads()" not in sim.source() and "D.group_sync(" in sim.source()
 
 
-def test_cache_key_depends_on_plan_rank_dtype_op_and_size_class():
+def test_a_checked_kernel_runs_the_call_check_before_any_op_and_takes_its_handle_and_fingerprint():
+    plain, checked = spec(size_class=256), spec(size_class=256, checked=True)
+    assert plain.arg_names + ["cc", "fp"] == checked.arg_names
+    source = checked.source()
+    check = source.index("    if not checked_call(cc, fp, RANK, NRANKS, OP_CALLCHECK):\n        return\n")
+    assert check < source.index("    tb_class0(") and "NRANKS = 2" in source
+    assert "checked_call" not in plain.source() and "cc" not in source.split("def tb_class0(")[1].split(")")[0]
+
+
+def test_cache_key_depends_on_plan_rank_dtype_op_size_class_and_the_call_check():
     base = spec()
     keys = {kernel_key(base), kernel_key(spec(rank=1)), kernel_key(spec(size_class=512)), kernel_key(spec(instances=2)),
-            kernel_key(KernelSpec(base.xplan, 0, 2, 0, 2, 0, 0)), kernel_key(KernelSpec(base.xplan, 0, 0, 1, 4, 0, 0))}
-    assert len(keys) == 6 and kernel_key(spec()) == kernel_key(base)
+            kernel_key(KernelSpec(base.xplan, 0, 2, 0, 2, 0, 0)), kernel_key(KernelSpec(base.xplan, 0, 0, 1, 4, 0, 0)),
+            kernel_key(spec(checked=True))}
+    assert len(keys) == 7 and kernel_key(spec()) == kernel_key(base)
 
 
 def test_a_second_process_finds_the_generated_source_in_the_disk_cache(tmp_path):

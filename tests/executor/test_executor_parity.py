@@ -10,6 +10,7 @@ import tempfile
 import pytest
 
 from executor import cases, oracle
+from executor.programs import rank0_only
 from language.parity_programs import allgather_forward_packets, scratch_exchange, sendrecv_ring
 from pymscclpp.executor import ExecutionPlan
 from pymscclpp.executor.layout import message_layout
@@ -26,14 +27,6 @@ def _input_only(n: int) -> dict:
         for r in range(n):
             inp = Rank(r).get_input_buffer()
             Rank(r).copy(inp[1:2], inp[0:1], tb=0)
-        return prog.to_dict()
-
-
-def _rank0_only(n: int) -> dict:
-    """Only rank 0 has work (a copy within its input); the other ranks' plans have no thread blocks."""
-    with CollectiveProgram("rank0_only", TestCollective(n, 2, 0), n) as prog:
-        inp = Rank(0).get_input_buffer()
-        Rank(0).copy(inp[1:2], inp[0:1], tb=0)
         return prog.to_dict()
 
 
@@ -57,7 +50,7 @@ def pool():
 
 
 @pytest.mark.parametrize("program, count", [(scratch_exchange, 0), (sendrecv_ring, 20), (allgather_forward_packets, 12),
-                                            (_rank0_only, 16)])
+                                            (rank0_only, 16)])
 def test_program_runs_through_the_executor_as_the_interpreter_does(pool, program, count):
     xplan = ExecutionPlan.from_plan(program(3))
     inputs = oracle.make_inputs(xplan, "float32", count, 1, 2)

@@ -1,6 +1,6 @@
 """The cross-rank call check: ranks whose one-shot calls differ (size, dtype, op, root, all_gather send size,
-collective) all raise CallMismatchError naming both sides within seconds, writing no output byte; matched calls
-pass with the check on and off."""
+collective) all raise CallMismatchError naming both sides within seconds, writing no output byte, as do ranks
+whose plan calls or user-kernel calls differ; matched calls pass with the check on and off."""
 
 from __future__ import annotations
 
@@ -21,46 +21,37 @@ def _close_pools():
     unchecked.close()
 
 
-def _ar(count, dtype="float32", op="sum"):
-    return {"collective": "all_reduce", "count": count, "dtype": dtype, "op": op}
-
-
-def _ag(count):
-    return {"collective": "all_gather", "count": count, "dtype": "float32"}
-
-
-def _bc(root):
-    return {"collective": "broadcast", "count": 64, "dtype": "float32", "root": root}
-
-
-# (what the majority calls, its text, what the odd rank out calls, its text)
-MISMATCHES = {
-    "sizes": (_ar(1024), "all_reduce of 1024 float32", _ar(2048), "all_reduce of 2048 float32"),
-    "dtypes": (_ar(256), "all_reduce of 256 float32", _ar(256, "int32"), "all_reduce of 256 int32"),
-    "ops": (_ar(64), "all_reduce of 64 float32", _ar(64, op="max"), "all_reduce of 64 float32 with op max"),
-    "roots": (_bc(0), "broadcast of 64 float32 from root 0", _bc(1), "broadcast of 64 float32 from root 1"),
-    "all_gather send sizes": (_ag(64), "all_gather of 64 float32", _ag(128), "all_gather of 128 float32"),
-    "collectives": (_ar(96), "all_reduce of 96 float32", _ag(96), "all_gather of 96 float32"),
-}
+def _check_mismatch(mismatch: tuple, size: int, algorithm: str | None = None, untouched: bool = True,
+                    ahead: bool = False) -> None:
+    """Run ``mismatch`` (an entry of ``callcheck_cases.MISMATCHES``) on ``size`` ranks, through ``algorithm``:
+    ``callcheck_cases.check_mismatch`` on every rank's result."""
+    calls, texts = cases.odd_one_out(mismatch, size)
+    results = pools(size).run(cases.mismatched_calls, calls=calls, algorithm=algorithm)
+    for rank, out in enumerate(results):
+        cases.check_mismatch(rank, out, texts, untouched, ahead)
 
 
 @pytest.mark.parametrize("size", [2, 3])
-@pytest.mark.parametrize("what", list(MISMATCHES))
+@pytest.mark.parametrize("what", list(cases.MISMATCHES))
 def test_mismatched_calls_raise_on_every_rank_at_once_naming_both_sides_and_writing_nothing(what, size):
-    common, common_text, odd, odd_text = MISMATCHES[what]
-    calls = [common] * (size - 1) + [odd]
-    texts = [common_text] * (size - 1) + [odd_text]
-    results = pools(size).run(cases.mismatched_calls, calls=calls)
-    for rank, out in enumerate(results):
-        assert out["raised"] is not None, f"rank {rank} returned normally"
-        kind, text = out["raised"]
-        assert kind == "CallMismatchError", (rank, kind, text)
-        assert text.startswith(f"rank {rank} called {texts[rank]}, rank "), (rank, text)
-        peer = int(text.split(", rank ")[1].split(" ")[0])
-        assert texts[peer] != texts[rank] and f", rank {peer} called {texts[peer]}: " in text, (rank, text)
-        assert out["seconds"] < 5.0, (rank, out["seconds"])  # the budget is 60 s
-        assert out["untouched"], f"rank {rank} wrote its output"
-        assert out["after"] == text, "the error is sticky"
+    _check_mismatch(cases.MISMATCHES[what], size)
+
+
+# (mismatch, ranks, algorithm): a plan's buffers used as they are, staged (odd sizes: copies out after the
+# kernel), and an in-place plan called out of place (staged under the check, not copied into the output before it)
+SIZES = cases.MISMATCHES["sizes"]
+PLAN_MISMATCHES = [(SIZES, 2, "plan"), (cases.ODD_SIZES, 2, "plan"), (SIZES, 2, "plan_inplace"), (SIZES, 3, "plan")]
+
+
+@pytest.mark.parametrize("mismatch, size, algorithm", PLAN_MISMATCHES,
+                         ids=["sizes", "odd sizes", "in place", "3 ranks"])
+def test_mismatched_plan_calls_raise_on_every_rank_before_any_op_or_copy_out(mismatch, size, algorithm):
+    _check_mismatch(mismatch, size, algorithm)
+
+
+def test_mismatched_user_kernel_calls_raise_on_every_rank_from_the_check_kernel_ahead_of_it():
+    _check_mismatch(cases.MISMATCHES["all_gather send sizes"], 2, "gated", ahead=True)
+    _check_mismatch(SIZES, 2, "ungated", untouched=False, ahead=True)  # the kernel ran all the same
 
 
 @pytest.mark.parametrize("cache", [pools, unchecked], ids=["check on", "check off"])
@@ -70,6 +61,12 @@ def test_matched_calls_pass_with_the_check_on_and_off(cache):
     pool.run(collective_cases.all_reduce, count=300, dtype="int32", op="max", seed=2, inplace=True, algo="simple")
     pool.run(collective_cases.all_gather, count=40, dtype="float32", seed=3, inplace=False)
     pool.run(collective_cases.broadcast, count=40, dtype="float32", root=1, seed=4, inplace=False)
+
+
+@pytest.mark.parametrize("cache", [pools, unchecked], ids=["check on", "check off"])
+def test_matched_plan_one_shot_and_user_kernel_calls_interleaved_pass_with_the_check_on_and_off(cache):
+    words = cache(2).run(cases.mixed_calls)
+    assert words == ([[8], [8]] if cache is pools else [[0], [0]])  # every checked call took the next number
 
 
 def test_each_call_advances_the_sequence_and_the_switch_turns_the_exchange_off():

@@ -23,6 +23,7 @@ _dispatcher.get_current_device = lambda: pytypes.SimpleNamespace(compute_capabil
 import channel_cases  # noqa: E402
 import test_reduce  # noqa: E402
 import pymscclpp.bench.memory_channel as bench  # noqa: E402
+from pymscclpp.algos import callcheck as cck  # noqa: E402
 from pymscclpp.algos.oneshot import entry_kernels  # noqa: E402
 from pymscclpp.runtime.handle_types import BYTES as U8, U32, memory_channel  # noqa: E402
 
@@ -38,6 +39,9 @@ KERNELS = {
     # the one-shot kernels as a communicator of 4 ranks declares them: one entry kernel per protocol
     "reduce_ll_2ranks": entry_kernels(2)["reduce_ll"],
     **entry_kernels(4),
+    # the call check of kernels that are not one-shot ones: alone, and the copies gated on its verdict
+    "check_kernel": (cck.check_kernel, (cck.handle_type(3), i64, i64, i64, i64)),
+    "copy_if_agreed": (cck.copy_if_agreed, (U32, U8, U8)),
     "bench_put": (bench.put_kernel, (CHANNEL, i64)),
     "bench_write_only": (bench.write_only_kernel, (CHANNEL, i64)),
     "bench_get": (bench.get_kernel, (CHANNEL, i64)),

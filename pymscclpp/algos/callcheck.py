@@ -55,6 +55,12 @@ def handle_type(peers: int) -> types.NamedTuple:
     return types.NamedTuple([BYTES, types.UniTuple(BYTES, peers), U32, U32, *WAIT_CONTEXT], CallCheckHandle)
 
 
+def fingerprint_of(call: Call, size: int) -> int:
+    """The fingerprint of ``call`` on a communicator of ``size`` ranks (never 0)."""
+    send_bytes = call.nbytes * size if call.collective in SENDS_ALL else call.nbytes
+    return pack(call.collective, send_bytes, call.dtype, call.op, call.root)
+
+
 class CallCheck:
     """The communicator's call-check area, registered with every peer; ``handle`` is plain data for kernels."""
 
@@ -71,10 +77,7 @@ class CallCheck:
 
     def fingerprint(self, call: Call) -> int:
         """What a kernel serving ``call`` compares: 0 with the check off."""
-        if not self.enabled:
-            return 0
-        send_bytes = call.nbytes * self.size if call.collective in SENDS_ALL else call.nbytes
-        return pack(call.collective, send_bytes, call.dtype, call.op, call.root)
+        return fingerprint_of(call, self.size) if self.enabled else 0
 
     def fits(self, grid: int, threads: int) -> bool:
         """Whether a kernel of ``grid`` blocks of ``threads`` can run ``checked_call``: a sequence word per block,

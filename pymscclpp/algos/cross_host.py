@@ -1,11 +1,13 @@
 """Collectives across hosts, as the Communicator serves them: the DSL's host-layout plans (``plan_for``:
 hierarchical all-reduce over memory channels within a host and port channels between hosts, flat port-channel
-plans otherwise) run by the communicator's executor, one plan per root for broadcast.
+plans otherwise) run by the communicator's executor, one plan per root for broadcast; every call checked on the
+host first (``host_callcheck``).
 """
 
 from __future__ import annotations
 
 from .algorithm import Algorithm, Call, Constraint
+from .host_callcheck import HostCallCheck
 from .plan_algorithm import PlanAlgorithm
 
 _PLAN_COLLECTIVE = {"all_reduce": "allreduce", "all_gather": "allgather", "reduce_scatter": "reducescatter",
@@ -21,6 +23,7 @@ class CrossHost(Algorithm):
         self.message_range = (0, max_bytes)
         self._plans: dict[int, PlanAlgorithm] = {}
         self._comm = None
+        self._check: HostCallCheck | None = None
 
     def why_not(self, comm, call: Call) -> str | None:
         if len(set(comm.host_ids)) < 2:
@@ -31,6 +34,7 @@ class CrossHost(Algorithm):
 
     def setup(self, comm) -> None:
         self._comm = comm
+        self._check = comm.extension("host_callcheck", HostCallCheck)
 
     def _plan(self, root: int) -> PlanAlgorithm:
         """The plan for ``root`` (every rank asks for it in the same call: its set-up is collective)."""
@@ -44,4 +48,5 @@ class CrossHost(Algorithm):
         return plan
 
     def launch(self, call: Call) -> None:
+        self._check.check(call)  # first: ranks whose calls differ would set up different plans
         self._plan(call.root if self.collective == "broadcast" else 0).launch(call)

@@ -205,6 +205,11 @@ class Communicator:
             self._failure = exc
             raise
 
+    def fail(self, exc: Exception) -> None:
+        """Record ``exc`` as this communicator's failure, raised by every later call (as a device wait's failure is):
+        a host-side check found the ranks' calls disagreeing."""
+        self._failure = exc
+
     def device_error(self) -> str | None:
         """The text of the failure a device wait recorded, or None (one host-memory read; no sync)."""
         return describe(self._error_words)

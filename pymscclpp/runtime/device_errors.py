@@ -41,7 +41,8 @@ def describe(err: np.ndarray) -> str | None:
     if state == 0:
         return None
     if state == MISMATCH:
-        return mismatch_text(int(err[2]), int(err[3]), int(err[5]), int(err[6]), int(err[4]), code == OP_PRECHECK)
+        return mismatch_text(int(err[2]), int(err[3]), int(err[5]), int(err[6]), int(err[4]),
+                             "ahead" if code == OP_PRECHECK else "kernel")
     op = OP_NAMES.get(code, f"op {code}")
     if state == ABORTED:
         ended = "was aborted by the host (a peer declared dead: PeerDisconnectedError; or a proxy failed: ProxyError)"

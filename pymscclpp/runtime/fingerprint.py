@@ -74,10 +74,15 @@ def describe(fp: int) -> str:
     return text
 
 
-def mismatch_text(rank: int, peer: int, ours: int, theirs: int, seq: int, ahead: bool = False) -> str:
-    """What a rank whose call disagreed with ``peer``'s reports; ``ahead``: a check kernel launched ahead of a
-    user's kernel found it (that kernel runs anyway), not the call's own kernel."""
-    found = ("found by the check kernel ahead of the algorithm's own kernel, which still runs and writes its output "
-             "unless it gates on call_agreed" if ahead else "found on the device before any output was written")
+_FOUND = {"kernel": "found on the device before any output was written",
+          "ahead": "found by the check kernel ahead of the algorithm's own kernel, which still runs and writes its "
+                   "output unless it gates on call_agreed",
+          "host": "found on the host before anything was launched: the ranks span hosts"}
+
+
+def mismatch_text(rank: int, peer: int, ours: int, theirs: int, seq: int, where: str = "kernel") -> str:
+    """What a rank whose call disagreed with ``peer``'s reports; ``where`` found it: the call's own ``kernel``, a
+    check kernel launched ``ahead`` of a user's kernel (that kernel runs anyway), or the ``host`` (ranks on
+    several hosts trade fingerprints over the bootstrap)."""
     return (f"rank {rank} called {describe(ours)}, rank {peer} called {describe(theirs)}: the ranks' calls do not "
-            f"match (checked call {seq} of the communicator; {found})")
+            f"match (checked call {seq} of the communicator; {_FOUND[where]})")

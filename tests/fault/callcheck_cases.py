@@ -129,11 +129,16 @@ def odd_one_out(mismatch: tuple, size: int) -> tuple[list[dict], list[str]]:
     return [common] * (size - 1) + [odd], [common_text] * (size - 1) + [odd_text]
 
 
-def check_mismatch(rank: int, out: dict, texts: list[str], untouched: bool = True, ahead: bool = False) -> None:
+FOUND = {"kernel": "found on the device before any output was written)",
+         "ahead": "found by the check kernel ahead of the algorithm's own kernel",
+         "host": "found on the host before anything was launched"}
+
+
+def check_mismatch(rank: int, out: dict, texts: list[str], untouched: bool = True, where: str = "kernel") -> None:
     """Assert ``mismatched_calls``' result ``out`` of ``rank`` (ranks' calls ``texts``): CallMismatchError naming
     this call and a peer's that differs, within 5 s (of a 60 s budget), raised again by the next call; the output
-    kept its sentinel (``untouched``) or was written; found by the call's own kernel or (``ahead``) the check
-    kernel ahead of a user's."""
+    kept its sentinel (``untouched``) or was written; found where ``where`` says (``FOUND``): the call's own kernel,
+    the check kernel ahead of a user's, or the host (ranks on several hosts)."""
     assert out["raised"] is not None, f"rank {rank} returned normally"
     kind, text = out["raised"]
     assert kind == "CallMismatchError", (rank, kind, text)
@@ -143,9 +148,7 @@ def check_mismatch(rank: int, out: dict, texts: list[str], untouched: bool = Tru
     assert out["seconds"] < 5.0, (rank, out["seconds"])
     assert out["after"] == text, "the error is sticky"
     assert out["untouched"] == untouched, f"rank {rank}: output {'written' if untouched else 'untouched'}"
-    found = ("found by the check kernel ahead of the algorithm's own kernel" if ahead else
-             "found on the device before any output was written)")
-    assert found in text, (rank, text)
+    assert FOUND[where] in text, (rank, text)
 
 
 def mismatched_calls(comm, state, calls: list[dict], algorithm: str | None = None) -> dict:

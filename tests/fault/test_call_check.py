@@ -1,6 +1,7 @@
 """The cross-rank call check: ranks whose one-shot calls differ (size, dtype, op, root, all_gather send size,
 collective) all raise CallMismatchError naming both sides within seconds, writing no output byte, as do ranks
-whose plan calls or user-kernel calls differ; matched calls pass with the check on and off."""
+whose plan calls or user-kernel calls differ, and ranks on two hosts (checked on the host); matched calls pass with
+the check on and off."""
 
 from __future__ import annotations
 
@@ -22,13 +23,14 @@ def _close_pools():
 
 
 def _check_mismatch(mismatch: tuple, size: int, algorithm: str | None = None, untouched: bool = True,
-                    ahead: bool = False) -> None:
-    """Run ``mismatch`` (an entry of ``callcheck_cases.MISMATCHES``) on ``size`` ranks, through ``algorithm``:
-    ``callcheck_cases.check_mismatch`` on every rank's result."""
+                    where: str = "kernel", hosts: tuple | None = None) -> None:
+    """Run ``mismatch`` (an entry of ``callcheck_cases.MISMATCHES``) on ``size`` ranks (on faked ``hosts``, a host
+    id per rank), through ``algorithm``: ``callcheck_cases.check_mismatch`` on every rank's result."""
     calls, texts = cases.odd_one_out(mismatch, size)
-    results = pools(size).run(cases.mismatched_calls, calls=calls, algorithm=algorithm)
+    rank_env = None if hosts is None else [{"PYMSCCLPP_HOST_ID": h} for h in hosts]
+    results = pools(size, rank_env).run(cases.mismatched_calls, calls=calls, algorithm=algorithm)
     for rank, out in enumerate(results):
-        cases.check_mismatch(rank, out, texts, untouched, ahead)
+        cases.check_mismatch(rank, out, texts, untouched, where)
 
 
 @pytest.mark.parametrize("size", [2, 3])
@@ -50,8 +52,13 @@ def test_mismatched_plan_calls_raise_on_every_rank_before_any_op_or_copy_out(mis
 
 
 def test_mismatched_user_kernel_calls_raise_on_every_rank_from_the_check_kernel_ahead_of_it():
-    _check_mismatch(cases.MISMATCHES["all_gather send sizes"], 2, "gated", ahead=True)
-    _check_mismatch(SIZES, 2, "ungated", untouched=False, ahead=True)  # the kernel ran all the same
+    _check_mismatch(cases.MISMATCHES["all_gather send sizes"], 2, "gated", where="ahead")
+    _check_mismatch(SIZES, 2, "ungated", untouched=False, where="ahead")  # the kernel ran all the same
+
+
+@pytest.mark.parametrize("what", ["sizes", "roots"])
+def test_mismatched_calls_of_ranks_on_two_hosts_raise_on_every_rank_from_the_host_check_before_any_launch(what):
+    _check_mismatch(cases.MISMATCHES[what], 2, where="host", hosts=("A", "B"))
 
 
 @pytest.mark.parametrize("cache", [pools, unchecked], ids=["check on", "check off"])

@@ -18,10 +18,11 @@ from gpu.runner import run_cases  # noqa: E402
 
 
 def mismatch(comm, state, mismatch: str, algorithm: str | None = None, untouched: bool = True,
-             ahead: bool = False) -> None:
+             where: str = "kernel") -> None:
     """``cases.mismatched_calls`` of ``cases.MISMATCHES[mismatch]`` (or ``ODD_SIZES``), checked on this rank."""
     calls, texts = cases.odd_one_out({**cases.MISMATCHES, "odd sizes": cases.ODD_SIZES}[mismatch], comm.size)
-    cases.check_mismatch(comm.rank, cases.mismatched_calls(comm, state, calls, algorithm), texts, untouched, ahead)
+    cases.check_mismatch(comm.rank, cases.mismatched_calls(comm, state, calls, algorithm), texts, untouched,
+                        where)
 
 
 def mixed(comm, state, check: str) -> None:
@@ -38,8 +39,8 @@ def main() -> int:
     plan = [(mismatch, dict(mismatch="sizes")), (mismatch, dict(mismatch="collectives"))]
     plan += [(mismatch, dict(mismatch=m, algorithm=a)) for m, a in
              [("sizes", "plan"), ("odd sizes", "plan"), ("sizes", "plan_inplace")]]
-    plan += [(mismatch, dict(mismatch="all_gather send sizes", algorithm="gated", ahead=True)),
-             (mismatch, dict(mismatch="sizes", algorithm="ungated", untouched=False, ahead=True))]
+    plan += [(mismatch, dict(mismatch="all_gather send sizes", algorithm="gated", where="ahead")),
+             (mismatch, dict(mismatch="sizes", algorithm="ungated", untouched=False, where="ahead"))]
     plan += [(mixed, dict(check="1")), (mixed, dict(check="0"))]
     failures = run_cases(comm, plan, f"call check ({comm.size} ranks)")
     comm.close()

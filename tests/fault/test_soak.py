@@ -10,7 +10,7 @@ import pytest
 from fault import cases
 from fault.conftest import pool
 
-SOAK_S = float(os.environ.get("PYMSCCLPP_SOAK_S", "20"))  # GPUs: tests/fault/soak.py --iters 100000 under mpirun
+SOAK_S = float(os.environ.get("PYMSCCLPP_SOAK_S", "12"))  # GPUs: tests/fault/soak.py --iters 100000 under mpirun
 
 
 def test_soak_many_small_all_reduces_every_result_exact(record_property):

@@ -131,10 +131,12 @@ def plan_cases(size: int, replays: int) -> list:
                 if collective == "broadcast":
                     params["root"] = size - 1
                 plan.append((replayed, params))
-    plan.append((replayed, dict(collective="all_reduce", count=20_000, dtype="float16", replays=replays,
-                                algo="packet_wide")))
-    plan.append((two_streams, dict(count=4096, dtype="bfloat16", batches=max(1, replays // 40))))
-    plan.append((two_streams, dict(count=4 * big, dtype="float32", batches=max(1, replays // 200))))
+    per_batch = 8 if GPU else 3  # calls of each communicator in flight
+    plan.append((replayed, dict(collective="all_reduce", count=20_000 if GPU else 4000, dtype="float16",
+                                replays=replays, algo="packet_wide")))
+    plan.append((two_streams, dict(count=4096, dtype="bfloat16", batches=max(1, replays // 40), per_batch=per_batch)))
+    plan.append((two_streams, dict(count=4 * big if GPU else big, dtype="float32", batches=max(1, replays // 200),
+                                   per_batch=per_batch)))
     return plan
 
 

@@ -107,5 +107,6 @@ def callcheck(comm) -> CallCheck:
 
 
 def callcheck_on_one_host(comm) -> CallCheck | None:
-    """``callcheck(comm)`` when all its ranks share one host, else None: calls across hosts are not checked."""
+    """``callcheck(comm)`` when all its ranks share one host, else None: ranks on several hosts share no memory
+    for the device check (``CrossHost`` checks their calls on the host, ``algos.host_callcheck``)."""
     return callcheck(comm) if len(set(comm.host_ids)) == 1 else None

@@ -23,16 +23,15 @@ from ..channels import reduce as red
 from ..errors import InvalidUsageError, ProxyError
 from ..plan import PlanError
 from ..runtime.backend import IS_SIM
+from ..runtime.buffers import buffer_info, stream_handle
+from ..runtime.device_errors import OP_CALLCHECK
 from ..runtime.launch import Launch
-from ..runtime.buffers import buffer_info
-from ..runtime.buffers import stream_handle
 from .cache import load_module
 from .codegen import KernelSpec, launch_dims
 from .layout import MessageLayout, message_layout
 from .plan import ExecutionPlan
 from .ports import host_layout, host_of
 from .resources import Binding, Copies, PlanResources, ScratchSet, scratch_bytes
-from ..runtime.device_errors import OP_CALLCHECK
 
 if TYPE_CHECKING:
     from ..algos.callcheck import CallCheck

@@ -22,12 +22,11 @@ _libcuda = None
 
 
 def _driver():
-    """libcuda with the argument types of the calls made here set (loaded on first use)."""
+    """libcuda with the argument types of its copy call set (loaded on first use; launches use
+    ``prepared_launch``)."""
     global _libcuda
     if _libcuda is None:
         lib = ctypes.CDLL("libcuda.so.1")
-        lib.cuLaunchKernel.argtypes = [ctypes.c_void_p] + [ctypes.c_uint] * 7 + [ctypes.c_void_p] * 3
-        lib.cuLaunchKernel.restype = ctypes.c_int
         lib.cuMemcpyDtoDAsync_v2.argtypes = [ctypes.c_uint64, ctypes.c_uint64, ctypes.c_size_t, ctypes.c_void_p]
         lib.cuMemcpyDtoDAsync_v2.restype = ctypes.c_int
         _libcuda = lib

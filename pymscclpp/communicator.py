@@ -23,8 +23,9 @@ _REPEATS = 64  # calls remembered by their buffer objects (which stay referenced
 
 
 def _torch_state(buf) -> tuple:
-    """(address, elements, dtype) of a torch tensor, the cheap identity a repeated call is checked by."""
-    return buf.data_ptr(), buf.numel(), buf.dtype
+    """(address, elements, dtype, contiguous) of a torch tensor, the cheap identity a repeated call is checked by
+    (in-place ops such as ``t_()`` or ``resize_()`` change it)."""
+    return buf.data_ptr(), buf.numel(), buf.dtype, buf.is_contiguous()
 
 
 def _view_state(buf) -> None:

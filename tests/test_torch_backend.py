@@ -163,6 +163,42 @@ def test_pymscclpp_imports_without_torch_and_pymscclpp_torch_names_the_extra():
     assert "pymscclpp[torch]" in done.stdout
 
 
+def _repeats_after_in_place_changes(dist, store, rank: int, size: int) -> None:
+    import torch
+    from pymscclpp.errors import InvalidUsageError
+    _init(dist, store, rank, size)
+    comm = dist.group.WORLD.comm
+    x = torch.ones(4, 6)
+    for _ in range(3):  # the same tensor object again and again: the repeat path
+        x.fill_(rank + 1)
+        comm.all_reduce(x)
+    assert torch.equal(x, torch.full((4, 6), 3.0))
+    x.t_()  # the same object, no longer contiguous
+    try:
+        comm.all_reduce(x)
+        raise AssertionError("a tensor made non-contiguous in place was reduced")
+    except InvalidUsageError as exc:
+        assert "contiguous" in str(exc)
+    x.t_()
+    x.resize_(5)  # fewer elements, same address
+    x.fill_(rank + 1)
+    comm.all_reduce(x)
+    assert torch.equal(x, torch.full((5,), 3.0))
+    head, out = x[:2], torch.zeros(2 * size)
+    comm.all_gather(head, out)
+    out.resize_(3)
+    try:
+        comm.all_gather(head, out)
+        raise AssertionError("an all_gather output shrunk in place was written")
+    except InvalidUsageError as exc:
+        assert "receive buffer" in str(exc)
+    dist.destroy_process_group()
+
+
+def test_a_repeated_call_on_a_tensor_changed_in_place_is_checked_anew():
+    _run(_repeats_after_in_place_changes)
+
+
 def _new_group(dist, store, rank: int, size: int) -> None:
     import torch
     dist.init_process_group("gloo", store=store, rank=rank, world_size=size)

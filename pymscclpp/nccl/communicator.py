@@ -15,7 +15,7 @@ from ..runtime.buffers import stream_handle
 from . import ids
 from .buffers import device_buffer, typed
 from .constants import datatype_name, op_name
-from .group import Call, submit
+from .group import Call, submit, submit_served
 
 _REDUCES = f"pymscclpp reduces {', '.join(red.DTYPE_KINDS)} with {', '.join(red.OPS)}"
 _P2P = "pymscclpp has no point-to-point send/recv"
@@ -27,7 +27,10 @@ _SERVED_CALLS = 64  # repeatable calls remembered per communicator
 def _repeatable(*args) -> tuple | None:
     """The key of a call whose buffers, counts, constants and stream are plain ints (cupy's raw-pointer API), by
     which a repeat skips its checks; None for calls on arrays or stream objects, checked in full every time."""
-    return args if all(type(a) is int for a in args[1:]) else None
+    for arg in args[1:]:  # a loop, not all(generator): this runs on every call
+        if type(arg) is not int:
+            return None
+    return args
 
 
 def _common(datatype: int, count, stream, what: str = "count") -> tuple[str, int, int]:
@@ -160,7 +163,7 @@ class NcclCommunicator:
         issue = self._served.get(key) if key is not None else None
         if issue is None:
             return False
-        submit(Call(issue, None))
+        submit_served(issue)
         return True
 
     def _serve(self, key: tuple | None, issue: Callable[[], None]) -> None:
@@ -169,7 +172,7 @@ class NcclCommunicator:
             if len(self._served) >= _SERVED_CALLS:
                 del self._served[next(iter(self._served))]
             self._served[key] = issue
-        submit(Call(issue, None))
+        submit_served(issue)
 
     @staticmethod
     @functools.lru_cache(maxsize=None)

@@ -51,6 +51,14 @@ def submit(call: Call) -> None:
         _issue([call])
 
 
+def submit_served(issue: Callable[[], None]) -> None:
+    """``submit`` of a call pymscclpp serves, with no ``Call`` made unless a group queues it (every eager call)."""
+    if _state.depth:
+        _state.queue.append(Call(issue, None))
+    else:
+        issue()
+
+
 def _issue(calls: list[Call]) -> None:
     for call in calls:
         if call.fallback is None:

@@ -69,6 +69,8 @@ class Communicator:
         self._failure: Exception | None = None
         self._abort_slot = self.host_pool.slots.take()  # host memory the device reads: see abort_device_waits
         self.abort_word = self.host_pool.device_inbound(self._abort_slot)
+        # raise_if_failed's two words as memoryviews: an index reads the memory into a Python int (~40 ns)
+        self._watched = (memoryview(self._error_words[:1]), memoryview(self.host_pool.words[self._abort_slot:][:1]))
         watchdog.watch(self)  # before the liveness thread starts: a bad setting raises with nothing to undo
         self.peer_pools = self._exchange_pools()
         self.liveness = LivenessMonitor(bootstrap).start() if liveness_enabled() and self.size > 1 else None
@@ -216,7 +218,8 @@ class Communicator:
 
     def raise_if_failed(self) -> None:
         """``check_device_errors`` at the cost of one host-memory read when nothing failed (every call makes it)."""
-        if self._failure is not None or self._error_words[0] != 0 or self.host_pool.words[self._abort_slot] != 0:
+        error, abort = self._watched
+        if self._failure is not None or error[0] or abort[0]:
             self.check_device_errors()
 
     def wait_context(self, peer: int = -1, channel: int = -1) -> WaitContext:

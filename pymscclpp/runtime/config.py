@@ -37,3 +37,12 @@ def call_check() -> bool:
     if raw not in ("0", "1"):
         raise InvalidUsageError(f"PYMSCCLPP_CHECK={raw!r}: expected 1 (check every call, the default) or 0 (off)")
     return raw == "1"
+
+
+def graph_repeats() -> bool:
+    """Whether a kernel launched again with unchanged arguments goes out as a one-node CUDA graph (cheaper on
+    the host): PYMSCCLPP_GRAPH_REPEATS, 1 (default) or 0."""
+    raw = os.environ.get("PYMSCCLPP_GRAPH_REPEATS", "").strip() or "1"
+    if raw not in ("0", "1"):
+        raise InvalidUsageError(f"PYMSCCLPP_GRAPH_REPEATS={raw!r}: expected 1 (the default) or 0 (off)")
+    return raw == "1"

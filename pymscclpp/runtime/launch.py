@@ -3,8 +3,10 @@
 numba's dispatcher re-types and re-flattens every argument on each launch (~16 us); ``Launch`` does that once,
 packs the kernel's parameters into one buffer and issues ``cuLaunchKernel`` with
 ``CU_LAUNCH_PARAM_BUFFER_POINTER`` on the caller's stream (capturable in a CUDA graph). A call changes only the
-slots it names (``set_buffer``, ``set_int``). Under the simulator it calls the kernel. ``PYMSCCLPP_LAUNCH``:
-``packed`` (default), ``params`` (a pointer per parameter) or ``numba`` (numba's own launch path).
+slots it names (``set_buffer``, ``set_int``); repeats of unchanged slots go out as a one-node graph
+(``graph_repeat``, ``PYMSCCLPP_GRAPH_REPEATS=0`` turns that off). Under the simulator it calls the kernel.
+``PYMSCCLPP_LAUNCH``: ``packed`` (default), ``params`` (a pointer per parameter) or ``numba`` (numba's own launch
+path).
 """
 
 from __future__ import annotations
@@ -13,9 +15,10 @@ import ctypes
 import os
 
 from ..errors import BackendError
-from . import kernel_cache
+from . import config, kernel_cache
 from . import numba_compat as nc
 from .backend import IS_SIM
+from .graph_repeat import GraphRepeat, driver_addresses
 
 _CU_LAUNCH_PARAM_END, _CU_LAUNCH_PARAM_BUFFER_POINTER, _CU_LAUNCH_PARAM_BUFFER_SIZE = 0, 1, 2
 _libcuda = None
@@ -139,6 +142,10 @@ class Launch:
             self._extra = None
         self._launch = prepared_launch(ctypes.cast(_driver().cuLaunchKernel, ctypes.c_void_p).value, self._func,
                                        self.griddim, self.blockdim, self.sharedmem, self._params, self._extra)
+        self._version = 0  # bumped by every change of a slot
+        addresses = driver_addresses(_driver()) if config.graph_repeats() else None
+        self._repeat = None if addresses is None else GraphRepeat(
+            addresses, self._func, self.griddim, self.blockdim, self.sharedmem, self._params, self._extra)
 
     def set_buffer(self, name: str, ptr: int, nbytes: int, array=None) -> None:
         """Slot ``name`` (a 1-D uint8 array) now views ``nbytes`` at device address ``ptr``; the simulator, which
@@ -150,23 +157,30 @@ class Launch:
             self.values[name] = array
             return
         base = self._first[name]
-        self._slots[base + nc.ARRAY_NITEMS].value = nbytes
-        self._slots[base + nc.ARRAY_DATA].value = ptr
-        self._slots[base + nc.ARRAY_SHAPE0].value = nbytes  # the stride stays 1
+        if (self._slots[base + nc.ARRAY_DATA].value or 0) != ptr or self._slots[base + nc.ARRAY_NITEMS].value != nbytes:
+            self._slots[base + nc.ARRAY_NITEMS].value = nbytes
+            self._slots[base + nc.ARRAY_DATA].value = ptr
+            self._slots[base + nc.ARRAY_SHAPE0].value = nbytes  # the stride stays 1
+            self._version += 1
 
     def set_int(self, name: str, value: int) -> None:
         """Integer slot ``name`` is now ``value``."""
         if self.mode == "numba":
             self.values[name] = value
-        else:
-            self._slots[self._first[name]].value = value
+            return
+        slot = self._slots[self._first[name]]
+        if slot.value != value:
+            slot.value = value
+            self._version += 1
 
     def launch(self, stream: int = 0) -> None:
         """Issue the kernel on the CUstream ``stream`` (a raw handle; 0 is the legacy default stream)."""
         if self.mode != "numba":
-            rc = self._launch(stream)
+            rc = None if self._repeat is None else self._repeat.launch(self._version, stream)
+            if rc is None:
+                rc = self._launch(stream)
             if rc != 0:
-                raise BackendError(f"cuLaunchKernel of {self.kernel.py_func.__name__} failed with CUresult {rc}")
+                raise BackendError(f"launch of {self.kernel.py_func.__name__} failed with CUresult {rc}")
             return
         if IS_SIM:
             self.kernel[self.griddim, self.blockdim](*self.values.values())

@@ -1,0 +1,140 @@
+"""Repeated launches as a one-node CUDA graph, through C callbacks of the driver calls' own signatures (no GPU):
+which launches go out as the graph, what the node holds, and when the kernel itself must go."""
+
+from __future__ import annotations
+
+import ctypes
+
+import pytest
+
+from pymscclpp.runtime import graph_repeat
+from pymscclpp.runtime.graph_repeat import PROMOTE_AFTER, GraphRepeat, KernelNodeParams
+
+P, VP, INT = ctypes.POINTER, ctypes.c_void_p, ctypes.c_int
+GRAPH, NODE, EXEC = 0x6A, 0x70, 0xE0
+
+
+class FakeDriver:
+    """The eight driver calls, recording what they were given; ``capturing`` and ``refuse_updates`` steer them."""
+
+    def __init__(self, buffer):
+        self.buffer, self.capturing, self.refuse_updates = buffer, False, False
+        self.node_holds, self.graph_launches, self.updates, self.destroyed = None, [], 0, []
+        signatures = {
+            "cuGraphCreate": (ctypes.CFUNCTYPE(INT, P(VP), ctypes.c_uint), self.create),
+            "cuGraphAddKernelNode_v2": (ctypes.CFUNCTYPE(INT, P(VP), VP, VP, ctypes.c_size_t, P(KernelNodeParams)),
+                                        self.add_node),
+            "cuGraphInstantiateWithFlags": (ctypes.CFUNCTYPE(INT, P(VP), VP, ctypes.c_ulonglong), self.instantiate),
+            "cuGraphExecKernelNodeSetParams_v2": (ctypes.CFUNCTYPE(INT, VP, VP, P(KernelNodeParams)), self.update),
+            "cuGraphLaunch": (ctypes.CFUNCTYPE(INT, VP, VP), self.launch),
+            "cuStreamIsCapturing": (ctypes.CFUNCTYPE(INT, VP, P(INT)), self.is_capturing),
+            "cuGraphExecDestroy": (ctypes.CFUNCTYPE(INT, VP), lambda h: self.destroyed.append(h) or 0),
+            "cuGraphDestroy": (ctypes.CFUNCTYPE(INT, VP), lambda h: self.destroyed.append(h) or 0),
+        }
+        self.callbacks = {name: kind(fn) for name, (kind, fn) in signatures.items()}
+        self.addresses = {name: ctypes.cast(cb, VP).value for name, cb in self.callbacks.items()}
+
+    def create(self, graph, flags):
+        graph[0] = GRAPH
+        return 0
+
+    def add_node(self, node, graph, deps, count, params):
+        assert (graph, deps, count) == (GRAPH, None, 0)
+        p = params[0]
+        self.first_node = (p.func, tuple(p.grid), tuple(p.block), p.shared, p.kernel_params, p.extra)
+        node[0] = NODE
+        return 0
+
+    def instantiate(self, exec_, graph, flags):
+        assert graph == GRAPH
+        exec_[0] = EXEC
+        return 0
+
+    def update(self, exec_, node, params):
+        assert (exec_, node) == (EXEC, NODE)
+        if self.refuse_updates:
+            return 1
+        self.updates += 1
+        self.node_holds = bytes(self.buffer)  # what the driver copies: the packed buffer's contents now
+        return 0
+
+    def launch(self, exec_, stream):
+        self.graph_launches.append((exec_, stream, self.node_holds))
+        return 0
+
+    def is_capturing(self, stream, status):
+        status[0] = 1 if self.capturing else 0
+        return 0
+
+
+@pytest.fixture
+def setup():
+    buffer = (ctypes.c_char * 16)()
+    extra = (VP * 5)(1, ctypes.addressof(buffer), 2, 0, 0)
+    driver = FakeDriver(buffer)
+    repeat = GraphRepeat(driver.addresses, 0xF00D, 4, 128, 32, None, extra)
+    return driver, repeat, buffer, extra
+
+
+def test_the_node_is_built_with_the_launchs_function_grid_block_and_packed_arguments(setup):
+    driver, repeat, _, extra = setup
+    assert repeat.built
+    assert driver.first_node == (0xF00D, (4, 1, 1), (128, 1, 1), 32, None, ctypes.addressof(extra))
+
+
+def test_repeats_go_out_as_the_graph_only_after_the_same_arguments_launched_plainly_in_a_row(setup):
+    driver, repeat, buffer, _ = setup
+    buffer[0] = b"A"
+    assert [repeat.launch(1, 0x55) for _ in range(PROMOTE_AFTER)] == [None] * PROMOTE_AFTER
+    assert driver.graph_launches == []
+    assert repeat.launch(1, 0x55) == 0 and repeat.launch(1, 0x66) == 0
+    assert driver.updates == 1
+    assert [(e, s, held[:1]) for e, s, held in driver.graph_launches] == [(EXEC, 0x55, b"A"), (EXEC, 0x66, b"A")]
+
+
+def test_changed_arguments_go_out_plainly_until_the_node_has_taken_them(setup):
+    driver, repeat, buffer, _ = setup
+    buffer[0] = b"A"
+    for _ in range(PROMOTE_AFTER + 1):
+        repeat.launch(1, 0)
+    buffer[0] = b"B"
+    assert [repeat.launch(2, 0) for _ in range(PROMOTE_AFTER)] == [None] * PROMOTE_AFTER
+    assert repeat.launch(2, 0) == 0
+    assert [held[:1] for _, _, held in driver.graph_launches] == [b"A", b"B"]
+
+
+def test_alternating_arguments_never_update_the_node(setup):
+    driver, repeat, _, _ = setup
+    assert all(repeat.launch(v, 0) is None for v in [1, 2] * 10)
+    assert driver.updates == 0 and driver.graph_launches == []
+
+
+def test_a_stream_being_captured_gets_the_kernel_itself(setup):
+    driver, repeat, _, _ = setup
+    for _ in range(PROMOTE_AFTER + 1):
+        repeat.launch(1, 0x55)
+    driver.capturing = True
+    assert repeat.launch(1, 0x77) is None
+    driver.capturing = False
+    assert repeat.launch(1, 0x77) == 0
+    assert [s for _, s, _ in driver.graph_launches] == [0x55, 0x77]
+
+
+def test_a_refused_node_update_leaves_every_launch_plain(setup):
+    driver, repeat, _, _ = setup
+    driver.refuse_updates = True
+    assert all(repeat.launch(1, 0) is None for _ in range(PROMOTE_AFTER + 5))
+    assert driver.graph_launches == [] and not repeat.built
+
+
+def test_dropping_the_repeat_destroys_its_graph_and_exec():
+    extra = (VP * 5)(0, 0, 0, 0, 0)
+    driver = FakeDriver((ctypes.c_char * 1)())
+    GraphRepeat(driver.addresses, 1, 1, 1, 0, None, extra)
+    assert sorted(driver.destroyed) == [GRAPH, EXEC]
+
+
+def test_driver_addresses_needs_every_call():
+    class Lib:
+        pass
+    assert graph_repeat.driver_addresses(Lib()) is None

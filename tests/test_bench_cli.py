@@ -89,5 +89,5 @@ def test_host_benchmark_reports_every_collective_against_a_reference_op(tmp_path
     assert proc.returncode == 0, proc.stdout + proc.stderr
     rows = json.loads(out.read_text())["rows"]
     for c in ("all_reduce", "all_gather", "reduce_scatter", "all_to_all", "broadcast"):
-        assert rows[f"eager_{c}_us"] > 0 and rows[f"first_{c}_s"] > 0
+        assert rows[f"eager_{c}_us"] > 0 and rows[f"eager_{c}_vs_reference"] > 0 and rows[f"first_{c}_s"] > 0
     assert rows["import_pymscclpp_s"] > 0 and rows["reference_us"] > 0

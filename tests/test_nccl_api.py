@@ -224,15 +224,25 @@ def test_bad_arguments_are_named_before_anything_runs(log, call, words):
     assert log == []
 
 
-def test_pointers_become_immutable_cuda_array_interface_buffers_that_keep_their_dtype(monkeypatch):
+def test_pointers_become_immutable_cuda_array_interface_buffers_that_keep_their_dtype_name(monkeypatch):
     ptr = DeviceView(0x7000, 5, np.dtype(np.float16))
     assert ptr.__cuda_array_interface__ == {"shape": (5,), "typestr": "<f2", "data": (0x7000, False),
                                             "version": 3, "strides": None}
     with pytest.raises(AttributeError, match="immutable"):
         ptr.count = 6
     assert buffers.typed("float32") and buffers.numpy_dtype("bfloat16").itemsize == 2
-    monkeypatch.setattr(buffers, "IS_SIM", False)  # on GPUs bfloat16's typestr is raw bytes: NCCL reduces it
-    assert buffers.typed("float64") and not buffers.typed("bfloat16")
+    raw = DeviceView(0x7000, 5, np.dtype("V2"), name="bfloat16")  # a typestr of raw bytes keeps its dtype's name
+    assert raw.__cuda_array_interface__["typestr"] == "|V2" and (raw.name, ptr.name) == ("bfloat16", "float16")
+    monkeypatch.setattr(buffers, "IS_SIM", False)  # on GPUs every view carries its dtype's name
+    assert buffers.typed("float64") and buffers.typed("bfloat16")
+
+
+def test_a_raw_bfloat16_pointer_reaches_the_communicator_as_bfloat16_on_gpus(monkeypatch):
+    from pymscclpp.runtime import buffers as runtime_buffers
+    monkeypatch.setattr(runtime_buffers, "IS_SIM", False)
+    monkeypatch.setitem(runtime_buffers._device_of, (0x9000, 64), 0)  # the driver was asked about it before
+    info = buffer_info(DeviceView(0x9000, 32, buffers.numpy_dtype("bfloat16"), name="bfloat16"), 0)
+    assert (info.ptr, info.nbytes, info.dtype, info.shape) == (0x9000, 64, "bfloat16", (32,))
 
 
 def test_calls_on_a_destroyed_communicator_say_so():

@@ -1,8 +1,9 @@
 """Host-side costs, in one run: import, communicator set-up, each collective's first call (and whether numba's
 disk cache served its kernel), and the eager enqueue cost of each collective against a one-element-wise torch
-op (a trivial numba kernel launch without torch) in the same process; with torch on a GPU, also the CUDA-graph
-latency of a bf16 all-reduce at 1 KB, 64 KB and 1 MB, and the eager cost of an all-reduce through the NCCL
-drop-in and the torch.distributed backend.
+op (a trivial numba kernel launch without torch) in the same process, the two measured in alternation so that
+drift reaches both; with torch on a GPU, also the CUDA-graph latency of a bf16 all-reduce at 1 KB, 64 KB and
+1 MB, and the eager cost of an all-reduce through the NCCL drop-in and the torch.distributed backend. Eager
+buffers are bf16 torch tensors (float32 numba arrays without torch).
 
 ``mpirun -np 2 python -m pymscclpp.bench --op host [--json FILE]``: on one GPU (ranks may share it) or on the
 simulator, where only the host figures mean anything. Run it twice with one ``PYMSCCLPP_CACHE_DIR`` to see a
@@ -40,14 +41,15 @@ def import_seconds() -> float:
 
 
 class Buffers:
-    """Device buffers of one collective at ``nbytes``, as torch tensors when torch has a device here, else numba."""
+    """Device buffers of one collective at ``nbytes``: bf16 torch tensors when torch is here, else float32 numba
+    arrays."""
 
     def __init__(self, torch, comm, nbytes: int):
-        self.torch, self.comm, self.n = torch, comm, max(1, nbytes // 4)
+        self.torch, self.comm, self.n = torch, comm, max(1, nbytes // (2 if torch is not None else 4))
 
     def make(self, count: int):
         if self.torch is not None:
-            return self.torch.ones(count, dtype=self.torch.float32, device=_device(self.torch))
+            return self.torch.ones(count, dtype=self.torch.bfloat16, device=_device(self.torch))
         import numpy as np
         return cuda.to_device(np.ones(count, np.float32))
 
@@ -92,18 +94,31 @@ def reference_op(torch):
     return "numba kernel launch", lambda: add_one[1, 32](arr)
 
 
+def _batch_us(fn, calls: int, barrier, torch) -> float:
+    """Host microseconds per call of ``fn`` issued ``calls`` times without synchronizing."""
+    barrier()
+    _sync(torch)
+    start = time.perf_counter()
+    for _ in range(calls):
+        fn()
+    elapsed = (time.perf_counter() - start) / calls * 1e6
+    _sync(torch)
+    return elapsed
+
+
 def host_us(fn, calls: int, reps: int, barrier, torch) -> float:
-    """Median host microseconds per call of ``fn`` issued ``calls`` times without synchronizing."""
-    samples = []
+    """Median host microseconds per call of ``fn`` over ``reps`` batches of ``calls``."""
+    return statistics.median(_batch_us(fn, calls, barrier, torch) for _ in range(reps))
+
+
+def paired_us(fn, ref, calls: int, reps: int, barrier, torch) -> tuple[float, float]:
+    """(median host us per call of ``fn``, median of its ratio to ``ref``'s), batches of the two alternated."""
+    times, ratios = [], []
     for _ in range(reps):
-        barrier()
-        _sync(torch)
-        start = time.perf_counter()
-        for _ in range(calls):
-            fn()
-        samples.append((time.perf_counter() - start) / calls * 1e6)
-        _sync(torch)
-    return statistics.median(samples)
+        ours, theirs = _batch_us(fn, calls, barrier, torch), _batch_us(ref, calls, barrier, torch)
+        times.append(ours)
+        ratios.append(ours / theirs)
+    return statistics.median(times), statistics.median(ratios)
 
 
 def graph_us(torch, comm, nbytes: int, barrier, iters: int = 50, reps: int = 20) -> float:
@@ -115,8 +130,13 @@ def graph_us(torch, comm, nbytes: int, barrier, iters: int = 50, reps: int = 20)
     return time_graph(capture(lambda: comm.all_reduce(x), iters), iters, reps, barrier)
 
 
-def integration_us(torch, world, nbytes: int, calls: int, reps: int) -> dict:
-    """Eager host us per all-reduce of ``nbytes`` float32 through the NCCL drop-in (raw pointers, torch's
+def _eager(rows: dict, name: str, fn, ref, calls: int, reps: int, barrier, torch) -> None:
+    """Rows ``eager_<name>_us`` and ``eager_<name>_vs_reference`` (alternated with ``ref``)."""
+    rows[f"eager_{name}_us"], rows[f"eager_{name}_vs_reference"] = paired_us(fn, ref, calls, reps, barrier, torch)
+
+
+def integration_us(torch, world, nbytes: int, ref, calls: int, reps: int) -> dict:
+    """Eager host us per all-reduce of ``nbytes`` bf16 through the NCCL drop-in (raw pointers, torch's
     stream) and the torch.distributed backend, each on a communicator of its own (GPU runs with torch only)."""
     import socket
 
@@ -125,12 +145,13 @@ def integration_us(torch, world, nbytes: int, calls: int, reps: int) -> dict:
     from .. import nccl as pn
     from .. import torch as _registers_backend  # noqa: F401
     rank, size = world.Get_rank(), world.Get_size()
-    x = torch.ones(max(1, nbytes // 4), dtype=torch.float32, device="cuda")
+    x = torch.ones(max(1, nbytes // 2), dtype=torch.bfloat16, device="cuda")
     drop_in = pn.NcclCommunicator(size, world.bcast(pn.get_unique_id() if rank == 0 else None), rank)
     stream = torch.cuda.current_stream().cuda_stream
-    rows = {"eager_nccl_dropin_all_reduce_us": host_us(
-        lambda: drop_in.allReduce(x.data_ptr(), x.data_ptr(), x.numel(), pn.NCCL_FLOAT32, pn.NCCL_SUM, stream),
-        calls, reps, world.Barrier, torch)}
+    rows: dict = {}
+    _eager(rows, "nccl_dropin_all_reduce",
+           lambda: drop_in.allReduce(x.data_ptr(), x.data_ptr(), x.numel(), pn.NCCL_BFLOAT16, pn.NCCL_SUM, stream),
+           ref, calls, reps, world.Barrier, torch)
     drop_in.destroy()
     port = None
     if rank == 0:
@@ -139,8 +160,7 @@ def integration_us(torch, world, nbytes: int, calls: int, reps: int) -> dict:
             port = probe.getsockname()[1]
     store = dist.TCPStore("127.0.0.1", world.bcast(port), size, rank == 0)
     dist.init_process_group("mscclpp", store=store, rank=rank, world_size=size)
-    rows["eager_torch_backend_all_reduce_us"] = host_us(lambda: dist.all_reduce(x), calls, reps, world.Barrier,
-                                                        torch)
+    _eager(rows, "torch_backend_all_reduce", lambda: dist.all_reduce(x), ref, calls, reps, world.Barrier, torch)
     dist.destroy_process_group()
     return rows
 
@@ -182,19 +202,22 @@ def main(argv=None) -> int:
     rows["reference_op"] = name
     rows["reference_us"] = host_us(ref, args.calls, args.reps, world.Barrier, torch)
     for c, fn in calls.items():
-        rows[f"eager_{c}_us"] = host_us(fn, args.calls, args.reps, world.Barrier, torch)
+        _eager(rows, c, fn, ref, args.calls, args.reps, world.Barrier, torch)
     if torch is not None and pymscclpp.BACKEND == "gpu":  # device latency, for runs before and after a change
         for nbytes in (1 << 10, 64 << 10, 1 << 20):
             rows[f"graph_all_reduce_{nbytes}_us"] = graph_us(torch, comm, nbytes, world.Barrier)
-        rows.update(integration_us(torch, world, args.bytes, args.calls, args.reps))
+        rows.update(integration_us(torch, world, args.bytes, ref, args.calls, args.reps))
     comm.check_device_errors()
     comm.close()
     if world.Get_rank() == 0:
         print(f"# host costs: {comm.size} ranks, backend {pymscclpp.BACKEND}, {args.bytes}-byte eager calls, "
-              f"median of {args.reps} x {args.calls}", flush=True)
+              f"median of {args.reps} x {args.calls}, each batch alternated with one of the reference op", flush=True)
         for key, value in rows.items():
-            ratio = f"  ({value / rows['reference_us']:.2f}x the reference op)" if key.startswith("eager_") else ""
-            print(f"{key:<28} {value:.6g}{ratio}" if isinstance(value, float) else f"{key:<28} {value}", flush=True)
+            if key.endswith("_vs_reference"):
+                continue
+            vs = rows.get(key.removesuffix("_us") + "_vs_reference")
+            ratio = f"  ({vs:.2f}x the reference op)" if vs is not None else ""
+            print(f"{key:<34} {value:.6g}{ratio}" if isinstance(value, float) else f"{key:<34} {value}", flush=True)
         if args.json:
             with open(args.json, "w") as f:
                 json.dump({"args": vars(args), "rows": rows, "ranks": comm.size,

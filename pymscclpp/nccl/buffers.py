@@ -45,9 +45,9 @@ def numpy_dtype(name: str) -> np.dtype:
 
 
 def typed(name: str) -> bool:
-    """Whether buffers made here show the Communicator dtype ``name`` (a CUDA array interface loses ml_dtypes')."""
-    dtype = numpy_dtype(name)
-    return dtype.name == name and (IS_SIM or np.dtype(dtype.str).name == name)
+    """Whether buffers made here show the Communicator dtype ``name``: on GPUs always (a DeviceView carries the
+    name), under the simulator when NumPy has it (bfloat16 and float8 with ml_dtypes)."""
+    return not IS_SIM or numpy_dtype(name).name == name
 
 
 def device_buffer(buf, count: int, dtype_name: str, what: str) -> Buffer:
@@ -62,29 +62,29 @@ def device_buffer(buf, count: int, dtype_name: str, what: str) -> Buffer:
             raw = (ctypes.c_uint8 * nbytes).from_address(ptr) if nbytes else np.empty(0, np.uint8)
             return Buffer(FakeCUDAArray(np.ctypeslib.as_array(raw).view(dtype)), ptr)
         _check_extent(ptr, nbytes, count, dtype_name, what)
-        return Buffer(_view(ptr, count, dtype), ptr)
+        return Buffer(_view(ptr, count, dtype_name), ptr)
     info = buffer_info(buf)
     if nbytes > info.nbytes:
         raise InvalidUsageError(f"{what}: count {count} of {dtype_name} needs {nbytes} bytes, but the buffer "
                                 f"has {info.nbytes}")
     if IS_SIM:
         return Buffer(view_as(bytes_view(buf, info), dtype, 0, count), info.ptr)
-    return Buffer(DeviceView(info.ptr, count, dtype, owner=buf), info.ptr)
+    return Buffer(DeviceView(info.ptr, count, dtype, owner=buf, name=dtype_name), info.ptr)
 
 
-_VIEWS: dict[tuple, DeviceView] = {}  # (pointer, count, dtype) -> its view: a repeated call passes the same object
+_VIEWS: dict[tuple, DeviceView] = {}  # (pointer, count, dtype name) -> its view: a repeat passes the same object
 _MAX_VIEWS = 256
 
 
-def _view(ptr: int, count: int, dtype: np.dtype) -> DeviceView:
-    """The view of ``count`` ``dtype`` at ``ptr``, the same object for the same pointer (the Communicator then
-    recognises a repeated call)."""
-    key = (ptr, count, dtype)
+def _view(ptr: int, count: int, dtype_name: str) -> DeviceView:
+    """The view of ``count`` ``dtype_name`` at ``ptr``, the same object for the same pointer (the Communicator
+    then recognises a repeated call)."""
+    key = (ptr, count, dtype_name)
     view = _VIEWS.get(key)
     if view is None:
         if len(_VIEWS) >= _MAX_VIEWS:
             del _VIEWS[next(iter(_VIEWS))]
-        view = _VIEWS[key] = DeviceView(ptr, count, dtype)
+        view = _VIEWS[key] = DeviceView(ptr, count, numpy_dtype(dtype_name), name=dtype_name)
     return view
 
 

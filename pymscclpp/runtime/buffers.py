@@ -35,13 +35,15 @@ class BufferInfo(NamedTuple):
 
 class DeviceView:
     """``count`` elements of ``dtype`` at device address ``ptr``, seen through ``__cuda_array_interface__``;
-    immutable, so a call repeated on the same view needs no new checks (``owner`` keeps the memory's object)."""
+    immutable, so a call repeated on the same view needs no new checks (``owner`` keeps the memory's object).
+    ``name``: the Communicator's dtype name, which NumPy may lack (bfloat16, float8: then ``dtype`` is raw bytes
+    of its size), ``dtype.name`` by default."""
 
-    __slots__ = ("ptr", "count", "dtype", "owner")
+    __slots__ = ("ptr", "count", "dtype", "owner", "name")
 
-    def __init__(self, ptr: int, count: int, dtype: np.dtype, owner=None):
-        for name, value in zip(self.__slots__, (ptr, count, dtype, owner)):
-            object.__setattr__(self, name, value)
+    def __init__(self, ptr: int, count: int, dtype: np.dtype, owner=None, name: str | None = None):
+        for slot, value in zip(self.__slots__, (ptr, count, dtype, owner, name or dtype.name)):
+            object.__setattr__(self, slot, value)
 
     def __setattr__(self, name, value):
         raise AttributeError(f"DeviceView is immutable: cannot set {name}")
@@ -93,6 +95,8 @@ def buffer_info(obj, device: int | None = None) -> BufferInfo:
             raise InvalidUsageError(f"buffer of shape {arr.shape} with strides {arr.strides} is not "
                                     "contiguous; pass a contiguous array (e.g. a copy)")
         return BufferInfo(arr.ctypes.data, arr.nbytes, arr.dtype.name, arr.shape, 0)
+    if type(obj) is DeviceView:
+        return _checked(obj.ptr, obj.count * obj.dtype.itemsize, obj.name, (obj.count,), device)
     if type(obj).__module__.split(".")[0] == "torch" and hasattr(obj, "data_ptr"):
         return _torch_info(obj, device)
     cai = getattr(obj, "__cuda_array_interface__", None)

@@ -81,6 +81,25 @@ def mixed_group_and_send_recv(mine, ref, stream, count):
     assert mine.communicator.extension(fb.EXTENSION)._handle is not None, "float64 did not go through NCCL"
 
 
+def bf16_bits(values: np.ndarray) -> np.ndarray:
+    """bfloat16 bit patterns of small integers (exact: the top half of their float32 bits)."""
+    return (values.astype(np.float32).view(np.uint32) >> 16).astype(np.uint16)
+
+
+def bfloat16_all_reduce(mine, ref, stream, count):
+    """A bf16 allReduce on raw pointers (vLLM's pynccl passes these) is served by pymscclpp: NCCL is never made."""
+    values = [np.random.default_rng([count, r]).integers(0, 4, count) for r in range(SIZE)]
+    x = cp.asarray(bf16_bits(values[RANK]))
+    for _ in range(3):  # the repeats go out as a graph launch
+        x[:] = cp.asarray(bf16_bits(values[RANK]))
+        cp.cuda.Device().synchronize()  # the copy ran on the null stream, which ``stream`` does not wait for
+        mine.allReduce(x.data.ptr, x.data.ptr, count, ours.NCCL_BFLOAT16, ours.NCCL_SUM, stream.ptr)
+        stream.synchronize()
+        assert cp.array_equal(x, cp.asarray(bf16_bits(sum(values)))), f"{x[:8]}"
+    nccl = mine.communicator.extension(fb.EXTENSION)
+    assert nccl is None or nccl._handle is None, "bfloat16 went through NCCL"
+
+
 def bad_pointer_count(mine, ref, stream):
     a = cp.zeros(16, cp.float32)
     try:
@@ -174,6 +193,7 @@ def main() -> int:
             continue
         for count in [257, 1 << 20]:
             plan.append((others, dict(count=count, datatype=datatype)))
+    plan += [(bfloat16_all_reduce, dict(count=count)) for count in (1000, 3 << 20)]
     if not args.no_nccl:
         plan.append((mixed_group_and_send_recv, dict(count=4099)))
     plan.append((bad_pointer_count, {}))

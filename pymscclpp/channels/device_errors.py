@@ -4,6 +4,7 @@ launch (or a call that disagrees with a peer's), and read the host's abort word 
 
 from __future__ import annotations
 
+import numpy as np
 from numba import cuda
 
 from ..runtime.device_errors import (ABORT_CHECK_EVERY, ABORTED, MISMATCH, OP_CALLCHECK, OP_FIFO_PUSH,  # noqa: F401
@@ -20,6 +21,8 @@ def aborted(abort, spins):
 
 @cuda.jit(device=True)
 def _record(err, state, op, rank, peer, channel, expected, seen):
+    """The one writer of the error area; its callers pass int64s only (not the literal codes), so it compiles
+    once per kernel."""
     if cuda.atomic.cas(err, 0, 0, state) == 0:
         err[1] = op
         err[2] = rank
@@ -34,17 +37,17 @@ def _record(err, state, op, rank, peer, channel, expected, seen):
 @cuda.jit(device=True)
 def record_timeout(err, op, rank, peer, channel, expected, seen):
     """Record the first timed-out wait of a launch into ``err`` (int64[ERR_WORDS])."""
-    _record(err, TIMED_OUT, op, rank, peer, channel, expected, seen)
+    _record(err, np.int64(TIMED_OUT), np.int64(op), rank, peer, channel, expected, np.int64(seen))
 
 
 @cuda.jit(device=True)
 def record_abort(err, op, rank, peer, channel, expected, seen):
     """Record a wait the host's abort word ended (a peer was declared dead)."""
-    _record(err, ABORTED, op, rank, peer, channel, expected, seen)
+    _record(err, np.int64(ABORTED), np.int64(op), rank, peer, channel, expected, np.int64(seen))
 
 
 @cuda.jit(device=True)
 def record_mismatch(err, op, rank, peer, seq, ours, theirs):
     """Record that call ``seq``'s fingerprint ``ours`` differs from ``peer``'s ``theirs`` (the call check; ``op``:
     OP_CALLCHECK in the call's own kernel, OP_PRECHECK in a check kernel ahead of it)."""
-    _record(err, MISMATCH, op, rank, peer, seq, ours, theirs)
+    _record(err, np.int64(MISMATCH), np.int64(op), rank, peer, seq, np.int64(ours), np.int64(theirs))

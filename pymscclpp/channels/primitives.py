@@ -76,7 +76,7 @@ def gather_word(src, off, nvalid):
     w = np.uint32(0)
     for k in range(4):
         if k < nvalid:
-            w |= np.uint32(src[off + k]) << np.uint32(8 * k)
+            w = np.uint32(w | (np.uint32(src[off + k]) << np.uint32(8 * k)))  # a u32, not numba's widened u64
     return w
 
 

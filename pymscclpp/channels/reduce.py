@@ -66,25 +66,26 @@ def _bf16_bits(x):
 
 @cuda.jit(device=True)
 def combine_word(a, b, kind, op):
-    """Combine two u32 words lane by lane for elements of ``kind``."""
+    """Combine two u32 words lane by lane for elements of ``kind``; a u32 (numba widens integer arithmetic to 64
+    bits, so every path says so: callers then pass u32 words alone, and this compiles once per kernel)."""
     if kind == F32:
         return f32_as_u32(_apply(u32_as_f32(a), u32_as_f32(b), op))
     if kind == BF16:
         lo = _apply(u32_as_f32(a << np.uint32(16)), u32_as_f32(b << np.uint32(16)), op)
         hi = _apply(u32_as_f32(a & _HI16), u32_as_f32(b & _HI16), op)
-        return _bf16_bits(lo) | (_bf16_bits(hi) << np.uint32(16))
+        return np.uint32(_bf16_bits(lo) | (_bf16_bits(hi) << np.uint32(16)))
     if kind == F16:
         lo = _apply(f16_to_f32(a & _LO16), f16_to_f32(b & _LO16), op)
         hi = _apply(f16_to_f32(a >> np.uint32(16)), f16_to_f32(b >> np.uint32(16)), op)
-        return f32_to_f16(lo) | (f32_to_f16(hi) << np.uint32(16))
+        return np.uint32(f32_to_f16(lo) | (f32_to_f16(hi) << np.uint32(16)))
     if kind == I32:
         return np.uint32(_apply(np.int32(a), np.int32(b), op))
     out = np.uint32(0)
     for lane in range(4):
         sh = np.uint32(8 * lane)
-        x = (a >> sh) & np.uint32(0xFF)
-        y = (b >> sh) & np.uint32(0xFF)
-        out |= (np.uint32(_apply(x, y, op)) & np.uint32(0xFF)) << sh
+        x = np.uint32((a >> sh) & np.uint32(0xFF))
+        y = np.uint32((b >> sh) & np.uint32(0xFF))
+        out = np.uint32(out | ((np.uint32(_apply(x, y, op)) & np.uint32(0xFF)) << sh))
     return out
 
 

@@ -15,11 +15,13 @@ GRAPH, NODE, EXEC = 0x6A, 0x70, 0xE0
 
 
 class FakeDriver:
-    """The eight driver calls, recording what they were given; ``capturing`` and ``refuse_updates`` steer them."""
+    """The driver calls, recording what they were given; ``capturing`` and ``refuse_updates`` steer them. The
+    thread's capture mode starts global (0), torch's default."""
 
     def __init__(self, buffer):
         self.buffer, self.capturing, self.refuse_updates = buffer, False, False
         self.node_holds, self.graph_launches, self.updates, self.destroyed = None, [], 0, []
+        self.first_node, self.mode, self.modes_seen = None, 0, []
         signatures = {
             "cuGraphCreate": (ctypes.CFUNCTYPE(INT, P(VP), ctypes.c_uint), self.create),
             "cuGraphAddKernelNode_v2": (ctypes.CFUNCTYPE(INT, P(VP), VP, VP, ctypes.c_size_t, P(KernelNodeParams)),
@@ -30,6 +32,7 @@ class FakeDriver:
             "cuStreamIsCapturing": (ctypes.CFUNCTYPE(INT, VP, P(INT)), self.is_capturing),
             "cuGraphExecDestroy": (ctypes.CFUNCTYPE(INT, VP), lambda h: self.destroyed.append(h) or 0),
             "cuGraphDestroy": (ctypes.CFUNCTYPE(INT, VP), lambda h: self.destroyed.append(h) or 0),
+            "cuThreadExchangeStreamCaptureMode": (ctypes.CFUNCTYPE(INT, P(INT)), self.exchange_mode),
         }
         self.callbacks = {name: kind(fn) for name, (kind, fn) in signatures.items()}
         self.addresses = {name: ctypes.cast(cb, VP).value for name, cb in self.callbacks.items()}
@@ -42,7 +45,13 @@ class FakeDriver:
         assert (graph, deps, count) == (GRAPH, None, 0)
         p = params[0]
         self.first_node = (p.func, tuple(p.grid), tuple(p.block), p.shared, p.kernel_params, p.extra)
+        self.node_holds = bytes(self.buffer)  # a new node copies the arguments as they are
+        self.modes_seen.append(self.mode)
         node[0] = NODE
+        return 0
+
+    def exchange_mode(self, mode):
+        self.mode, mode[0] = mode[0], self.mode
         return 0
 
     def instantiate(self, exec_, graph, flags):
@@ -56,6 +65,7 @@ class FakeDriver:
             return 1
         self.updates += 1
         self.node_holds = bytes(self.buffer)  # what the driver copies: the packed buffer's contents now
+        self.modes_seen.append(self.mode)
         return 0
 
     def launch(self, exec_, stream):
@@ -76,10 +86,22 @@ def setup():
     return driver, repeat, buffer, extra
 
 
-def test_the_node_is_built_with_the_launchs_function_grid_block_and_packed_arguments(setup):
+def test_the_graph_is_made_on_the_first_promotion_with_the_launchs_function_grid_block_and_arguments(setup):
     driver, repeat, _, extra = setup
-    assert repeat.built
+    for _ in range(PROMOTE_AFTER):
+        repeat.launch(1, 0x55)
+    assert driver.first_node is None  # a launch never repeated makes no graph
+    assert repeat.launch(1, 0x55) == 0
     assert driver.first_node == (0xF00D, (4, 1, 1), (128, 1, 1), 32, None, ctypes.addressof(extra))
+
+
+def test_the_graph_is_made_and_updated_in_relaxed_capture_mode_then_the_threads_mode_is_restored(setup):
+    driver, repeat, buffer, _ = setup
+    for version in (1, 2):
+        buffer[0] = b"AB"[version - 1:version]
+        for _ in range(PROMOTE_AFTER + 1):
+            repeat.launch(version, 0x55)
+    assert driver.modes_seen == [2, 2] and driver.mode == 0  # made, then updated; global again after each
 
 
 def test_repeats_go_out_as_the_graph_only_after_the_same_arguments_launched_plainly_in_a_row(setup):
@@ -88,7 +110,7 @@ def test_repeats_go_out_as_the_graph_only_after_the_same_arguments_launched_plai
     assert [repeat.launch(1, 0x55) for _ in range(PROMOTE_AFTER)] == [None] * PROMOTE_AFTER
     assert driver.graph_launches == []
     assert repeat.launch(1, 0x55) == 0 and repeat.launch(1, 0x66) == 0
-    assert driver.updates == 1
+    assert driver.updates == 0  # the new node took them
     assert [(e, s, held[:1]) for e, s, held in driver.graph_launches] == [(EXEC, 0x55, b"A"), (EXEC, 0x66, b"A")]
 
 
@@ -100,6 +122,7 @@ def test_changed_arguments_go_out_plainly_until_the_node_has_taken_them(setup):
     buffer[0] = b"B"
     assert [repeat.launch(2, 0) for _ in range(PROMOTE_AFTER)] == [None] * PROMOTE_AFTER
     assert repeat.launch(2, 0) == 0
+    assert driver.updates == 1
     assert [held[:1] for _, _, held in driver.graph_launches] == [b"A", b"B"]
 
 
@@ -122,15 +145,21 @@ def test_a_stream_being_captured_gets_the_kernel_itself(setup):
 
 def test_a_refused_node_update_leaves_every_launch_plain(setup):
     driver, repeat, _, _ = setup
+    for _ in range(PROMOTE_AFTER + 1):
+        repeat.launch(1, 0)
     driver.refuse_updates = True
-    assert all(repeat.launch(1, 0) is None for _ in range(PROMOTE_AFTER + 5))
-    assert driver.graph_launches == [] and not repeat.built
+    assert all(repeat.launch(2, 0) is None for _ in range(PROMOTE_AFTER + 5))
+    assert all(repeat.launch(3, 0) is None for _ in range(PROMOTE_AFTER + 5))
+    assert len(driver.graph_launches) == 1 and not repeat.usable
 
 
 def test_dropping_the_repeat_destroys_its_graph_and_exec():
     extra = (VP * 5)(0, 0, 0, 0, 0)
     driver = FakeDriver((ctypes.c_char * 1)())
-    GraphRepeat(driver.addresses, 1, 1, 1, 0, None, extra)
+    repeat = GraphRepeat(driver.addresses, 1, 1, 1, 0, None, extra)
+    for _ in range(PROMOTE_AFTER + 1):
+        repeat.launch(1, 0)
+    del repeat
     assert sorted(driver.destroyed) == [GRAPH, EXEC]
 
 

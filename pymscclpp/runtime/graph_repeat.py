@@ -1,8 +1,10 @@
 """A kernel launched again with unchanged arguments goes out as a one-node CUDA graph: on an H200
 ``cuGraphLaunch`` costs 2.0-3.3 us of host time against 4.8-6.6 us for ``cuLaunchKernel``, whatever the
-parameter bytes. The node takes a launch's arguments (``cuGraphExecKernelNodeSetParams``) only once they have
-been launched ``PROMOTE_AFTER`` times in a row, so calls that alternate buffers keep the plain launch; a stream
-being captured always gets the plain launch (its graph records the kernel itself).
+parameter bytes. The graph is made, and its node takes a launch's arguments (``cuGraphExecKernelNodeSetParams``),
+only once they have been launched ``PROMOTE_AFTER`` times in a row, so calls that alternate buffers keep the
+plain launch and a launch never repeated makes no graph; a stream being captured always gets the plain launch
+(its graph records the kernel itself). Making and updating the graph run in relaxed capture mode, so a capture
+on another stream (torch's are global) is not disturbed.
 """
 
 from __future__ import annotations
@@ -13,7 +15,8 @@ import weakref
 PROMOTE_AFTER = 2  # plain launches of one set of arguments before their repeats go out as the graph
 _DRIVER_CALLS = ("cuGraphCreate", "cuGraphAddKernelNode_v2", "cuGraphInstantiateWithFlags",
                  "cuGraphExecKernelNodeSetParams_v2", "cuGraphLaunch", "cuStreamIsCapturing", "cuGraphExecDestroy",
-                 "cuGraphDestroy")
+                 "cuGraphDestroy", "cuThreadExchangeStreamCaptureMode")
+_CAPTURE_MODE_RELAXED = 2  # CU_STREAM_CAPTURE_MODE_RELAXED
 
 
 class KernelNodeParams(ctypes.Structure):
@@ -56,11 +59,7 @@ class GraphRepeat:
         self._graph, self._node, self._exec = ctypes.c_void_p(), ctypes.c_void_p(), ctypes.c_void_p()
         self._finalizer = weakref.finalize(self, _destroy, addresses, self._exec, self._graph)
         self._finalizer.atexit = False  # the driver may be gone by then; the process's exit frees them
-        self.built = (_call(addresses["cuGraphCreate"], ctypes.byref(self._graph), ctypes.c_uint(0)) == 0 and
-                      _call(addresses["cuGraphAddKernelNode_v2"], ctypes.byref(self._node), self._graph, None,
-                            ctypes.c_size_t(0), ctypes.byref(self._node_params)) == 0 and
-                      _call(addresses["cuGraphInstantiateWithFlags"], ctypes.byref(self._exec), self._graph,
-                            ctypes.c_ulonglong(0)) == 0)
+        self.usable = True  # until the driver refuses to make or update the graph
         self._version, self._seen, self._streak = -1, -1, 0  # the arguments the node holds; those launched last
         self._stream, self._status = ctypes.c_void_p(0), ctypes.c_int(0)
         self._is_capturing = ctypes.CFUNCTYPE(ctypes.c_int)(addresses["cuStreamIsCapturing"])
@@ -84,11 +83,26 @@ class GraphRepeat:
         if version != self._seen:
             self._seen, self._streak = version, 0
         self._streak += 1
-        if self._streak <= PROMOTE_AFTER or not self.built:
+        if self._streak <= PROMOTE_AFTER or not self.usable:
             return False
-        if _call(self._a["cuGraphExecKernelNodeSetParams_v2"], self._exec, self._node,
-                 ctypes.byref(self._node_params)) != 0:
-            self.built = False
-            return False
-        self._version = version
-        return True
+        mode = ctypes.c_int(_CAPTURE_MODE_RELAXED)
+        _call(self._a["cuThreadExchangeStreamCaptureMode"], ctypes.byref(mode))
+        try:
+            self.usable = self._update()
+        finally:
+            _call(self._a["cuThreadExchangeStreamCaptureMode"], ctypes.byref(mode))
+        if self.usable:
+            self._version = version
+        return self.usable
+
+    def _update(self) -> bool:
+        """Copy the launch's current arguments into the node, making the graph first if there is none yet."""
+        a = self._a
+        if self._exec.value:
+            return _call(a["cuGraphExecKernelNodeSetParams_v2"], self._exec, self._node,
+                         ctypes.byref(self._node_params)) == 0
+        return (_call(a["cuGraphCreate"], ctypes.byref(self._graph), ctypes.c_uint(0)) == 0 and
+                _call(a["cuGraphAddKernelNode_v2"], ctypes.byref(self._node), self._graph, None, ctypes.c_size_t(0),
+                      ctypes.byref(self._node_params)) == 0 and
+                _call(a["cuGraphInstantiateWithFlags"], ctypes.byref(self._exec), self._graph,
+                      ctypes.c_ulonglong(0)) == 0)

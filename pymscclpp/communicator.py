@@ -11,40 +11,19 @@ import numbers
 
 from .algos.algorithm import REDUCING, Algorithm, Call
 from .algos.collection import AlgorithmCollection
+from .algos.repeats import RepeatCache, state_of, torch_state
 from .channels import reduce as red
 from .errors import InvalidUsageError
 from .fallback import nccl as nccl_fallback
 from .runtime.backend import IS_SIM
-from .runtime.buffers import DeviceView, as_numba_stream, buffer_info, bytes_view, stream_handle
+from .runtime.buffers import as_numba_stream, buffer_info, bytes_view, stream_handle
 from .runtime.communicator import Communicator as _RuntimeCommunicator
-
-
-_REPEATS = 64  # calls remembered by their buffer objects (which stay referenced meanwhile)
-
-
-def _torch_state(buf) -> tuple:
-    """(address, elements, dtype, contiguous) of a torch tensor, the cheap identity a repeated call is checked by
-    (in-place ops such as ``t_()`` or ``resize_()`` change it)."""
-    return buf.data_ptr(), buf.numel(), buf.dtype, buf.is_contiguous()
-
-
-def _view_state(buf) -> None:
-    """A DeviceView never changes: the same object is the same buffer."""
-    return None
-
-
-def _state_of(buf):
-    """How a repeated call checks ``buf`` (a torch tensor, a DeviceView or None) is unchanged; False for other
-    buffers, whose calls are checked in full every time."""
-    if buf is None or type(buf) is DeviceView:
-        return _view_state
-    return _torch_state if type(buf).__module__.split(".")[0] == "torch" else False
 
 
 def _current_stream_of(tensor):
     """``f(device)``: the raw handle of the stream a call with no stream runs on (torch's current one for a tensor,
     else the legacy default stream)."""
-    if IS_SIM or _state_of(tensor) is not _torch_state:
+    if IS_SIM or state_of(tensor) is not torch_state:
         return lambda device: 0
     import torch
     return torch._C._cuda_getCurrentRawStream
@@ -62,20 +41,17 @@ class Communicator(_RuntimeCommunicator):
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
         self.algorithms: AlgorithmCollection = self.extension("algorithms", AlgorithmCollection)
-        self._repeats: dict[tuple, tuple] = {}  # call key -> (buffers, state checks, states, algorithm, call, ...)
+        self._repeats = RepeatCache()
 
     def _repeat(self, key: tuple, sendbuf, recvbuf, stream) -> bool:
-        """Launch a call made before with the same torch tensors (unchanged), skipping its checks and selection."""
-        hit = self._repeats.get(key)
+        """Launch a call made before on the same buffers (unchanged), skipping its checks and selection."""
+        hit = self._repeats.find(key, sendbuf, recvbuf)
         if hit is None:
             return False
-        (send, recv), (send_state, recv_state), states, algorithm, call, current_stream = hit
-        if send_state(send) != states[0] or recv_state(recv) != states[1]:
-            return False
+        algorithm, call, current_stream = hit[3], hit[4], hit[5]
         handle = current_stream(self.device) if stream is None else stream_handle(stream, sendbuf, self.device)
         if handle != call.stream:
-            call = call._replace(stream=handle)
-            self._repeats[key] = hit[:4] + (call, current_stream)
+            call = hit[4] = call._replace(stream=handle)
         self.raise_if_failed()
         algorithm.launch(call)
         if IS_SIM:
@@ -214,10 +190,4 @@ class Communicator(_RuntimeCommunicator):
         algorithm.launch(call)
         if IS_SIM:  # a simulated kernel has finished by now: its failure is this call's
             self.check_device_errors()
-        state_fns = (_state_of(sendbuf), _state_of(recvbuf))
-        if all(state_fns):
-            if len(self._repeats) >= _REPEATS:
-                del self._repeats[next(iter(self._repeats))]
-            states = (state_fns[0](sendbuf), state_fns[1](recvbuf))
-            self._repeats[key] = ((sendbuf, recvbuf), state_fns, states, algorithm, call,
-                                  _current_stream_of(sendbuf))
+        self._repeats.remember(key, sendbuf, recvbuf, algorithm, call, _current_stream_of(sendbuf))

@@ -65,6 +65,7 @@ class Algorithm:
     constraint: Constraint = Constraint()
     dtypes: frozenset = frozenset(red.DTYPE_KINDS)  # what its reductions combine (reducing collectives)
     ops: frozenset = frozenset(red.OPS)
+    launch_reads_buffers: bool = True  # launch reads call.sendbuf/recvbuf, not only call.send/recv's addresses
 
     def why_not(self, comm, call: Call) -> str | None:
         """Why this algorithm cannot serve ``call`` on ``comm``, or None when it can."""

@@ -64,6 +64,7 @@ class OneShot(Algorithm):
     kernels: dict = {}
     send_all = recv_all = False
     constraint = Constraint(hosts=1)
+    launch_reads_buffers = False  # the addresses in call.send/recv are all it needs
 
     def __init__(self, name: str, protocol: str, blocks: int, threads: int, max_bytes: float = float("inf")):
         if not 0 < blocks <= MAX_BLOCKS:

@@ -39,7 +39,7 @@ class DeviceView:
     ``name``: the Communicator's dtype name, which NumPy may lack (bfloat16, float8: then ``dtype`` is raw bytes
     of its size), ``dtype.name`` by default."""
 
-    __slots__ = ("ptr", "count", "dtype", "owner", "name")
+    __slots__ = ("ptr", "count", "dtype", "owner", "name", "__weakref__")
 
     def __init__(self, ptr: int, count: int, dtype: np.dtype, owner=None, name: str | None = None):
         for slot, value in zip(self.__slots__, (ptr, count, dtype, owner, name or dtype.name)):

@@ -1,0 +1,88 @@
+"""The Communicator's memory of recent calls (in process, no ranks): found only for the very buffers, unchanged;
+a remembered call keeps no buffer alive unless its algorithm's launch reads the buffers."""
+
+from __future__ import annotations
+
+import gc
+import weakref
+
+import numpy as np
+import pytest
+
+from pymscclpp.algos import repeats
+from pymscclpp.algos.algorithm import Algorithm, Call
+from pymscclpp.algos.repeats import MAX_CALLS, RepeatCache
+from pymscclpp.runtime.buffers import DeviceView
+
+
+class ByAddress(Algorithm):
+    launch_reads_buffers = False
+
+
+class ByObject(Algorithm):
+    pass
+
+
+def view(ptr: int = 0x1000) -> DeviceView:
+    return DeviceView(ptr, 256, np.dtype(np.float32))
+
+
+def call_on(send, recv) -> Call:
+    return Call("all_reduce", send, recv, (0x1000, None), (0x1000, None), 1024, 1024, "float32", "sum", 0, 0, True)
+
+
+def test_a_call_is_found_for_the_same_buffer_objects_only():
+    cache, x = RepeatCache(), view()
+    cache.remember(("k",), x, None, ByAddress(), call_on(x, x), "extra")
+    hit = cache.find(("k",), x, None)
+    assert hit is not None and hit[5] == "extra"
+    assert cache.find(("k",), view(), None) is None  # an equal view, another object
+    assert cache.find(("k",), x, x) is None
+
+
+def test_a_remembered_call_keeps_no_buffer_alive_when_its_launch_reads_addresses_only():
+    cache, x = RepeatCache(), view()
+    cache.remember(("k",), x, None, ByAddress(), call_on(x, x))
+    assert cache.find(("k",), x, None)[4].sendbuf is None
+    gone = weakref.ref(x)
+    del x
+    gc.collect()
+    assert gone() is None
+
+
+def test_a_launch_that_reads_the_buffers_gets_them_and_keeps_them():
+    cache, x = RepeatCache(), view()
+    cache.remember(("k",), x, None, ByObject(), call_on(x, x))
+    assert cache.find(("k",), x, None)[4].sendbuf is x
+
+
+def test_calls_on_buffers_without_a_cheap_state_are_not_remembered():
+    cache = RepeatCache()
+    cache.remember(("k",), np.zeros(4), None, ByAddress(), call_on(None, None))
+    assert len(cache) == 0
+
+
+def test_the_oldest_call_is_forgotten_first():
+    cache, bufs = RepeatCache(), [view(0x1000 + i) for i in range(MAX_CALLS + 1)]
+    for i, b in enumerate(bufs):
+        cache.remember((i,), b, None, ByAddress(), call_on(b, b))
+    assert len(cache) == MAX_CALLS
+    assert cache.find((0,), bufs[0], None) is None and cache.find((MAX_CALLS,), bufs[-1], None) is not None
+
+
+def test_a_torch_tensor_changed_in_place_is_not_found_and_a_freed_one_is_not_kept():
+    torch = pytest.importorskip("torch")
+    cache, x = RepeatCache(), torch.ones(4, 6)
+    assert repeats.state_of(x) is repeats.torch_state
+    cache.remember(("k",), x, None, ByAddress(), call_on(x, x))
+    assert cache.find(("k",), x, None) is not None
+    x.t_()
+    assert cache.find(("k",), x, None) is None
+    x.t_()
+    assert cache.find(("k",), x, None) is not None
+    x.resize_(5)
+    assert cache.find(("k",), x, None) is None
+    gone = weakref.ref(x)
+    del x
+    gc.collect()
+    assert gone() is None

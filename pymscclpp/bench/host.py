@@ -5,6 +5,7 @@ drift reaches both; with torch on a GPU, also the CUDA-graph latency of a bf16 a
 1 MB, and the eager cost of an all-reduce through the NCCL drop-in and the torch.distributed backend. Eager
 buffers are bf16 torch tensors (float32 numba arrays without torch).
 
+The first calls are timed at the eager size and, on GPUs, at 16 MB (the simple protocol's kernels).
 ``mpirun -np 2 python -m pymscclpp.bench --op host [--json FILE]``: on one GPU (ranks may share it) or on the
 simulator, where only the host figures mean anything. Run it twice with one ``PYMSCCLPP_CACHE_DIR`` to see a
 cold and a warm kernel cache.
@@ -23,6 +24,7 @@ import time
 from numba import cuda  # pymscclpp, the parent package, chose the backend first
 
 COLLECTIVES = ("all_reduce", "all_gather", "reduce_scatter", "all_to_all", "broadcast")
+LARGE_BYTES = 16 << 20  # a message of the large size class, whose first calls the GPU runs also time
 
 
 @cuda.jit(cache=True)
@@ -194,6 +196,15 @@ def main(argv=None) -> int:
         fn()
         _sync(torch)
         rows[f"first_{c}_s"] = time.perf_counter() - start
+    if pymscclpp.BACKEND == "gpu":  # the other size class: the simple protocol's kernels
+        large = Buffers(torch, comm, LARGE_BYTES)
+        for c in COLLECTIVES:
+            fn = large.call(c)
+            world.Barrier()
+            start = time.perf_counter()
+            fn()
+            _sync(torch)
+            rows[f"first_{c}_16MB_s"] = time.perf_counter() - start
     rows["disk_cache_hits"] = sum(bool(getattr(getattr(a, "kernel_launch", None), "disk_cache_hit", False))
                                   for a in comm.algorithms.built())
     name, ref = reference_op(torch)

@@ -48,12 +48,12 @@ class Communicator(_RuntimeCommunicator):
         hit = self._repeats.find(key, sendbuf, recvbuf)
         if hit is None:
             return False
-        algorithm, call, current_stream = hit[3], hit[4], hit[5]
-        handle = current_stream(self.device) if stream is None else stream_handle(stream, sendbuf, self.device)
+        call = hit.call
+        handle = hit.extra(self.device) if stream is None else stream_handle(stream, sendbuf, self.device)
         if handle != call.stream:
-            call = hit[4] = call._replace(stream=handle)
+            call = hit.call = call._replace(stream=handle)
         self.raise_if_failed()
-        algorithm.launch(call)
+        hit.algorithm.launch(call)
         if IS_SIM:
             self.check_device_errors()
         return True

@@ -35,7 +35,7 @@ def test_a_call_is_found_for_the_same_buffer_objects_only():
     cache, x = RepeatCache(), view()
     cache.remember(("k",), x, None, ByAddress(), call_on(x, x), "extra")
     hit = cache.find(("k",), x, None)
-    assert hit is not None and hit[5] == "extra"
+    assert hit is not None and hit.extra == "extra"
     assert cache.find(("k",), view(), None) is None  # an equal view, another object
     assert cache.find(("k",), x, x) is None
 
@@ -43,7 +43,7 @@ def test_a_call_is_found_for_the_same_buffer_objects_only():
 def test_a_remembered_call_keeps_no_buffer_alive_when_its_launch_reads_addresses_only():
     cache, x = RepeatCache(), view()
     cache.remember(("k",), x, None, ByAddress(), call_on(x, x))
-    assert cache.find(("k",), x, None)[4].sendbuf is None
+    assert cache.find(("k",), x, None).call.sendbuf is None
     gone = weakref.ref(x)
     del x
     gc.collect()
@@ -53,7 +53,7 @@ def test_a_remembered_call_keeps_no_buffer_alive_when_its_launch_reads_addresses
 def test_a_launch_that_reads_the_buffers_gets_them_and_keeps_them():
     cache, x = RepeatCache(), view()
     cache.remember(("k",), x, None, ByObject(), call_on(x, x))
-    assert cache.find(("k",), x, None)[4].sendbuf is x
+    assert cache.find(("k",), x, None).call.sendbuf is x
 
 
 def test_calls_on_buffers_without_a_cheap_state_are_not_remembered():
@@ -70,19 +70,36 @@ def test_the_oldest_call_is_forgotten_first():
     assert cache.find((0,), bufs[0], None) is None and cache.find((MAX_CALLS,), bufs[-1], None) is not None
 
 
+KEY = ("all_reduce", 1, 2, "sum", None, 0)
+
+
 def test_a_torch_tensor_changed_in_place_is_not_found_and_a_freed_one_is_not_kept():
     torch = pytest.importorskip("torch")
     cache, x = RepeatCache(), torch.ones(4, 6)
     assert repeats.state_of(x) is repeats.torch_state
-    cache.remember(("k",), x, None, ByAddress(), call_on(x, x))
-    assert cache.find(("k",), x, None) is not None
+    cache.remember(KEY, x, None, ByAddress(), call_on(x, x))
+    assert cache.find(KEY, x, None) is not None
     x.t_()
-    assert cache.find(("k",), x, None) is None
+    assert cache.find(KEY, x, None) is None
     x.t_()
-    assert cache.find(("k",), x, None) is not None
+    assert cache.find(KEY, x, None) is not None
     x.resize_(5)
-    assert cache.find(("k",), x, None) is None
+    assert cache.find(KEY, x, None) is None
     gone = weakref.ref(x)
     del x
     gc.collect()
     assert gone() is None
+
+
+def test_a_new_tensor_at_the_same_address_finds_an_address_only_call_but_not_a_buffer_reading_one():
+    torch = pytest.importorskip("torch")
+    x = torch.ones(4, 6)
+    for algorithm, found in ((ByAddress(), True), (ByObject(), False)):
+        cache = RepeatCache()
+        cache.remember(KEY, x, None, algorithm, call_on(x, x))
+        view = x.view(-1)  # another object, the same memory
+        other_key = ("all_reduce", id(view), id(None), "sum", None, 0)
+        assert (cache.find(other_key, view, None) is not None) is found
+        assert cache.find(other_key, view[:5], None) is None  # the same address, fewer elements
+        assert cache.find(("all_gather",) + other_key[1:], view, None) is None
+        assert cache.find(other_key[:3] + ("max",) + other_key[4:], view, None) is None

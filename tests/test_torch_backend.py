@@ -184,6 +184,17 @@ def _repeats_after_in_place_changes(dist, store, rank: int, size: int) -> None:
     x.fill_(rank + 1)
     comm.all_reduce(x)
     assert torch.equal(x, torch.full((5,), 3.0))
+    selections = []
+    select = comm.algorithms.select
+    comm.algorithms.select = lambda *args, **kwargs: selections.append(args) or select(*args, **kwargs)
+    y = torch.zeros(8)
+    for i in range(3):  # a new tensor object each time, at the same address: repeated without a new selection
+        v = y.view(2, 4)
+        v.fill_(rank + i)
+        comm.all_reduce(v)
+        assert torch.equal(v, torch.full((2, 4), float(sum(r + i for r in range(size)))))
+    assert len(selections) == 1
+    comm.algorithms.select = select
     head, out = x[:2], torch.zeros(2 * size)
     comm.all_gather(head, out)
     out.resize_(3)
@@ -195,7 +206,7 @@ def _repeats_after_in_place_changes(dist, store, rank: int, size: int) -> None:
     dist.destroy_process_group()
 
 
-def test_a_repeated_call_on_a_tensor_changed_in_place_is_checked_anew():
+def test_a_repeated_call_on_a_tensor_changed_in_place_is_checked_anew_and_a_new_view_repeats():
     _run(_repeats_after_in_place_changes)
 
 

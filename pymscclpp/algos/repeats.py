@@ -2,7 +2,9 @@
 its selection. A call is found by the identity of its buffer objects, held by weak reference, and checked
 against each buffer's cheap state: a torch tensor's address, size, dtype and contiguity (in-place ops change
 them), a DeviceView never changes. A remembered call keeps no buffer alive unless its algorithm's launch reads
-the buffer objects themselves (``Algorithm.launch_reads_buffers``: plans, user kernels).
+the buffer objects themselves (``Algorithm.launch_reads_buffers``: plans, user kernels). A call whose launch
+reads addresses only is also found by its tensors' states, so new tensor objects at the same addresses (views,
+or the caching allocator handing the same memory out again) repeat it too.
 """
 
 from __future__ import annotations
@@ -12,7 +14,7 @@ import weakref
 from ..runtime.buffers import DeviceView
 from .algorithm import Algorithm, Call
 
-MAX_CALLS = 64  # calls remembered per communicator, the oldest forgotten first
+MAX_CALLS = 64  # calls remembered per communicator and kind of key, the oldest forgotten first
 
 
 def torch_state(buf) -> tuple:
@@ -36,38 +38,68 @@ def state_of(buf):
     return torch_state if type(buf).__module__.split(".")[0] == "torch" else None
 
 
+def _address_key(key: tuple, sendbuf, recvbuf) -> tuple | None:
+    """``key`` with its buffer identities replaced by the tensors' states; None unless both are torch tensors
+    (or the receive buffer is None)."""
+    if state_of(sendbuf) is not torch_state:
+        return None
+    if recvbuf is None:
+        return (key[0], torch_state(sendbuf), None) + key[3:]
+    if state_of(recvbuf) is not torch_state:
+        return None
+    return (key[0], torch_state(sendbuf), torch_state(recvbuf)) + key[3:]
+
+
+class Remembered:
+    """One remembered call: its algorithm, its Call (``call`` may be replaced: a new stream) and ``extra``."""
+
+    __slots__ = ("refs", "checks", "states", "algorithm", "call", "extra")
+
+    def __init__(self, refs, checks, states, algorithm: Algorithm, call: Call, extra):
+        self.refs, self.checks, self.states = refs, checks, states
+        self.algorithm, self.call, self.extra = algorithm, call, extra
+
+
+def _put(table: dict, key: tuple, entry: Remembered) -> None:
+    if len(table) >= MAX_CALLS and key not in table:
+        del table[next(iter(table))]
+    table[key] = entry
+
+
 class RepeatCache:
-    """Key -> the algorithm and Call a checked call was served by, with what its repeat needs (``extra``)."""
+    """Key (collective, buffer identities, op, algorithm name, root) -> the call a checked call was served by."""
 
     def __init__(self):
-        self._calls: dict[tuple, list] = {}
+        self._by_object: dict[tuple, Remembered] = {}
+        self._by_address: dict[tuple, Remembered] = {}
 
     def remember(self, key: tuple, sendbuf, recvbuf, algorithm: Algorithm, call: Call, extra=None) -> None:
         """Remember the call just launched as ``key``, if its buffers have a cheap state."""
-        states = (state_of(sendbuf), state_of(recvbuf))
-        if states[0] is None or states[1] is None:
+        checks = (state_of(sendbuf), state_of(recvbuf))
+        if checks[0] is None or checks[1] is None:
             return
-        if not algorithm.launch_reads_buffers:
+        by_address = not algorithm.launch_reads_buffers
+        if by_address:
             call = call._replace(sendbuf=None, recvbuf=None)
         refs = tuple(_dead if b is None else weakref.ref(b) for b in (sendbuf, recvbuf))
-        if len(self._calls) >= MAX_CALLS and key not in self._calls:
-            del self._calls[next(iter(self._calls))]
-        self._calls[key] = [refs, states, (states[0](sendbuf), states[1](recvbuf)), algorithm, call, extra]
+        entry = Remembered(refs, checks, (checks[0](sendbuf), checks[1](recvbuf)), algorithm, call, extra)
+        _put(self._by_object, key, entry)
+        address = _address_key(key, sendbuf, recvbuf) if by_address else None
+        if address is not None:
+            _put(self._by_address, address, entry)
 
-    def find(self, key: tuple, sendbuf, recvbuf) -> list | None:
-        """``[refs, state checks, states, algorithm, call, extra]`` of the call remembered as ``key`` when it was
-        made on these very buffers, unchanged since; else None. Its call may be replaced (a new stream)."""
-        hit = self._calls.get(key)
-        if hit is None:
-            return None
-        (send_ref, recv_ref), (send_state, recv_state), states = hit[0], hit[1], hit[2]
-        if send_ref() is not sendbuf or recv_ref() is not recvbuf or send_state(sendbuf) != states[0] or \
-                recv_state(recvbuf) != states[1]:
-            return None
-        return hit
-
-    def clear(self) -> None:
-        self._calls.clear()
+    def find(self, key: tuple, sendbuf, recvbuf) -> Remembered | None:
+        """The call remembered as ``key`` on these very buffers, unchanged since, or else on tensors at the same
+        addresses when its launch reads addresses only; None if there is none."""
+        entry = self._by_object.get(key)
+        if entry is not None:
+            send_ref, recv_ref = entry.refs
+            send_check, recv_check = entry.checks
+            if send_ref() is sendbuf and recv_ref() is recvbuf and send_check(sendbuf) == entry.states[0] and \
+                    recv_check(recvbuf) == entry.states[1]:
+                return entry
+        address = _address_key(key, sendbuf, recvbuf)
+        return None if address is None else self._by_address.get(address)
 
     def __len__(self) -> int:
-        return len(self._calls)
+        return len(self._by_object)

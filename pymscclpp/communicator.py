@@ -41,7 +41,7 @@ class Communicator(_RuntimeCommunicator):
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
         self.algorithms: AlgorithmCollection = self.extension("algorithms", AlgorithmCollection)
-        self._repeats = RepeatCache()
+        self._repeats = RepeatCache(self.algorithms)
 
     def _repeat(self, key: tuple, sendbuf, recvbuf, stream) -> bool:
         """Launch a call made before on the same buffers (unchanged), skipping its checks and selection."""

@@ -195,6 +195,16 @@ def _repeats_after_in_place_changes(dist, store, rank: int, size: int) -> None:
         assert torch.equal(v, torch.full((2, 4), float(sum(r + i for r in range(size)))))
     assert len(selections) == 1
     comm.algorithms.select = select
+    from pymscclpp.algos import KernelAlgorithm
+    z = torch.ones(3)
+    comm.all_reduce(z)
+    comm.all_reduce(z)
+    served = []
+    comm.register_algorithm(KernelAlgorithm("mine", "all_reduce", lambda c: None,
+                                            lambda state, call: served.append(call.nbytes), call_check=False))
+    comm.all_reduce(z)  # the same object, and a new view: repeated before, but an algorithm preferred since
+    comm.all_reduce(y.view(2, 4))  # serves them
+    assert served == [12, 32]
     head, out = x[:2], torch.zeros(2 * size)
     comm.all_gather(head, out)
     out.resize_(3)
@@ -206,7 +216,7 @@ def _repeats_after_in_place_changes(dist, store, rank: int, size: int) -> None:
     dist.destroy_process_group()
 
 
-def test_a_repeated_call_on_a_tensor_changed_in_place_is_checked_anew_and_a_new_view_repeats():
+def test_a_repeated_call_is_checked_anew_after_in_place_changes_or_a_registration_and_a_new_view_repeats():
     _run(_repeats_after_in_place_changes)
 
 

@@ -68,6 +68,7 @@ class AlgorithmCollection:
         self._ready: set[tuple[str, str]] = set()
         self._choice: dict[tuple, Algorithm] = {}
         self._preferred: list[tuple[str, str]] = []  # registered to be tried before the table, newest first
+        self.generation = 0  # bumped by every registration: choices made before it are stale
 
     def names(self, collective: str) -> list[str]:
         """Names of the algorithms registered for ``collective``, in registration order."""
@@ -94,6 +95,7 @@ class AlgorithmCollection:
         self._built.pop(key, None)
         self._ready.discard(key)
         self._choice.clear()
+        self.generation += 1
         if key in self._preferred:
             self._preferred.remove(key)
         if prefer:

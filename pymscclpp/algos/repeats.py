@@ -14,7 +14,8 @@ import weakref
 from ..runtime.buffers import DeviceView
 from .algorithm import Algorithm, Call
 
-MAX_CALLS = 64  # calls remembered per communicator and kind of key, the oldest forgotten first
+MAX_CALLS = 64  # calls remembered by their buffer objects, the oldest forgotten first
+MAX_ADDRESSES = 1024  # calls remembered by addresses (they hold no buffer): more than a model's calls per step
 
 
 def torch_state(buf) -> tuple:
@@ -51,25 +52,28 @@ def _address_key(key: tuple, sendbuf, recvbuf) -> tuple | None:
 
 
 class Remembered:
-    """One remembered call: its algorithm, its Call (``call`` may be replaced: a new stream) and ``extra``."""
+    """One remembered call: its algorithm, its Call (``call`` may be replaced: a new stream) and ``extra``, chosen
+    in the collection's ``generation``."""
 
-    __slots__ = ("refs", "checks", "states", "algorithm", "call", "extra")
+    __slots__ = ("refs", "checks", "states", "algorithm", "call", "extra", "generation")
 
-    def __init__(self, refs, checks, states, algorithm: Algorithm, call: Call, extra):
+    def __init__(self, refs, checks, states, algorithm: Algorithm, call: Call, extra, generation: int):
         self.refs, self.checks, self.states = refs, checks, states
-        self.algorithm, self.call, self.extra = algorithm, call, extra
+        self.algorithm, self.call, self.extra, self.generation = algorithm, call, extra, generation
 
 
-def _put(table: dict, key: tuple, entry: Remembered) -> None:
-    if len(table) >= MAX_CALLS and key not in table:
+def _put(table: dict, key: tuple, entry: Remembered, limit: int) -> None:
+    if len(table) >= limit and key not in table:
         del table[next(iter(table))]
     table[key] = entry
 
 
 class RepeatCache:
-    """Key (collective, buffer identities, op, algorithm name, root) -> the call a checked call was served by."""
+    """Key (collective, buffer identities, op, algorithm name, root) -> the call a checked call was served by;
+    forgotten once ``collection`` (an AlgorithmCollection) registers another algorithm."""
 
-    def __init__(self):
+    def __init__(self, collection):
+        self._collection = collection
         self._by_object: dict[tuple, Remembered] = {}
         self._by_address: dict[tuple, Remembered] = {}
 
@@ -82,11 +86,12 @@ class RepeatCache:
         if by_address:
             call = call._replace(sendbuf=None, recvbuf=None)
         refs = tuple(_dead if b is None else weakref.ref(b) for b in (sendbuf, recvbuf))
-        entry = Remembered(refs, checks, (checks[0](sendbuf), checks[1](recvbuf)), algorithm, call, extra)
-        _put(self._by_object, key, entry)
+        entry = Remembered(refs, checks, (checks[0](sendbuf), checks[1](recvbuf)), algorithm, call, extra,
+                           self._collection.generation)
+        _put(self._by_object, key, entry, MAX_CALLS)
         address = _address_key(key, sendbuf, recvbuf) if by_address else None
         if address is not None:
-            _put(self._by_address, address, entry)
+            _put(self._by_address, address, entry, MAX_ADDRESSES)
 
     def find(self, key: tuple, sendbuf, recvbuf) -> Remembered | None:
         """The call remembered as ``key`` on these very buffers, unchanged since, or else on tensors at the same
@@ -97,9 +102,10 @@ class RepeatCache:
             send_check, recv_check = entry.checks
             if send_ref() is sendbuf and recv_ref() is recvbuf and send_check(sendbuf) == entry.states[0] and \
                     recv_check(recvbuf) == entry.states[1]:
-                return entry
+                return entry if entry.generation == self._collection.generation else None
         address = _address_key(key, sendbuf, recvbuf)
-        return None if address is None else self._by_address.get(address)
+        entry = None if address is None else self._by_address.get(address)
+        return entry if entry is not None and entry.generation == self._collection.generation else None
 
     def __len__(self) -> int:
         return len(self._by_object)

@@ -8,7 +8,7 @@ import ctypes
 import pytest
 
 from pymscclpp.runtime import graph_repeat
-from pymscclpp.runtime.graph_repeat import PROMOTE_AFTER, GraphRepeat, KernelNodeParams
+from pymscclpp.runtime.graph_repeat import KEPT, PROMOTE_AFTER, GraphRepeat, KernelNodeParams
 
 P, VP, INT = ctypes.POINTER, ctypes.c_void_p, ctypes.c_int
 GRAPH, NODE, EXEC = 0x6A, 0x70, 0xE0
@@ -38,11 +38,12 @@ class FakeDriver:
         self.addresses = {name: ctypes.cast(cb, VP).value for name, cb in self.callbacks.items()}
 
     def create(self, graph, flags):
-        graph[0] = GRAPH
+        self.graphs_made = getattr(self, "graphs_made", 0) + 1
+        graph[0] = GRAPH + 0x100 * (self.graphs_made - 1)
         return 0
 
     def add_node(self, node, graph, deps, count, params):
-        assert (graph, deps, count) == (GRAPH, None, 0)
+        assert (graph & 0xFF, deps, count) == (GRAPH, None, 0)
         p = params[0]
         self.first_node = (p.func, tuple(p.grid), tuple(p.block), p.shared, p.kernel_params, p.extra)
         self.node_holds = bytes(self.buffer)  # a new node copies the arguments as they are
@@ -55,21 +56,22 @@ class FakeDriver:
         return 0
 
     def instantiate(self, exec_, graph, flags):
-        assert graph == GRAPH
-        exec_[0] = EXEC
+        exec_[0] = EXEC + (graph - GRAPH)  # exec n belongs to graph n
+        self.holds = getattr(self, "holds", {})
+        self.holds[exec_[0]] = self.node_holds
         return 0
 
     def update(self, exec_, node, params):
-        assert (exec_, node) == (EXEC, NODE)
+        assert (exec_, node) == (EXEC, NODE)  # the slots' graph, the first made
         if self.refuse_updates:
             return 1
         self.updates += 1
-        self.node_holds = bytes(self.buffer)  # what the driver copies: the packed buffer's contents now
+        self.node_holds = self.holds[exec_] = bytes(self.buffer)  # the driver copies the packed buffer now
         self.modes_seen.append(self.mode)
         return 0
 
     def launch(self, exec_, stream):
-        self.graph_launches.append((exec_, stream, self.node_holds))
+        self.graph_launches.append((exec_, stream, self.holds[exec_]))
         return 0
 
     def is_capturing(self, stream, status):
@@ -167,3 +169,52 @@ def test_driver_addresses_needs_every_call():
     class Lib:
         pass
     assert graph_repeat.driver_addresses(Lib()) is None
+
+
+def keyed(repeat, key, stream=0x55):
+    """What a caller does: the kept graph if there is one, else a plain launch it reports."""
+    rc = repeat.launch_kept(key, stream)
+    if rc is None:
+        repeat.launched(key)
+        return "plain"
+    return "graph"
+
+
+def test_calls_that_take_turns_each_get_a_graph_holding_their_own_arguments(setup):
+    driver, repeat, buffer, _ = setup
+    a, b = object(), object()
+    seen = []
+    for _ in range(PROMOTE_AFTER + 1):
+        for key, byte in ((a, b"A"), (b, b"B")):
+            buffer[0] = byte  # the caller binds the slots before a plain launch
+            seen.append(keyed(repeat, key))
+    assert seen == ["plain", "plain"] * PROMOTE_AFTER + ["graph", "graph"]
+    buffer[0] = b"Z"  # whatever the slots hold now, a kept graph launches its own arguments
+    assert keyed(repeat, a) == "graph" and keyed(repeat, b) == "graph"
+    assert [held[:1] for _, _, held in driver.graph_launches] == [b"A", b"B", b"A", b"B"]
+
+
+def test_a_key_is_recognised_by_identity_not_equality(setup):
+    driver, repeat, _, _ = setup
+    for _ in range(PROMOTE_AFTER):
+        keyed(repeat, tuple([1, 2]))
+    assert keyed(repeat, tuple([1, 2])) == "plain"  # an equal tuple, but another object each time
+
+
+def test_kept_graphs_are_bounded_and_the_oldest_is_destroyed(setup):
+    driver, repeat, _, _ = setup
+    keys = [object() for _ in range(KEPT + 1)]
+    for key in keys:
+        for _ in range(PROMOTE_AFTER):
+            keyed(repeat, key)
+    assert len(driver.destroyed) == 2  # the first key's exec and graph
+    assert keyed(repeat, keys[0]) == "plain" and keyed(repeat, keys[-1]) == "graph"
+
+
+def test_a_stream_being_captured_gets_the_plain_launch_of_a_kept_key(setup):
+    driver, repeat, _, _ = setup
+    key = object()
+    for _ in range(PROMOTE_AFTER):
+        keyed(repeat, key)
+    driver.capturing = True
+    assert repeat.launch_kept(key, 0x55) is None

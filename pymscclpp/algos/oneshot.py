@@ -105,8 +105,13 @@ class OneShot(Algorithm):
 
     def launch(self, call: Call) -> None:
         """Not thread-safe: one call at a time per communicator, as with NCCL. The very call launched last
-        (a repeat) goes out with its slots as they are."""
+        (a repeat) goes out with its slots as they are; a call the Communicator keeps goes out as its own graph
+        once it has been launched twice, whichever calls came between."""
         launch = self.kernel_launch
+        # a Call without buffer objects is one the Communicator keeps (algos.repeats): stable, so its own key
+        kept = call if call.sendbuf is None else None
+        if kept is not None and launch.launch_kept(kept, call.stream):
+            return
         if call is not self._bound:
             nbytes, size = call.nbytes, self.size
             send_bytes = nbytes * size if self.send_all else nbytes
@@ -117,7 +122,7 @@ class OneShot(Algorithm):
             for name, value in zip(self.params, self.param_values(call)):
                 launch.set_int(name, value)
             self._bound = call
-        launch.launch(call.stream)
+        launch.launch(call.stream, kept)
 
 
 class AllReduce(OneShot):

@@ -1,10 +1,11 @@
 """A kernel launched again with unchanged arguments goes out as a one-node CUDA graph: on an H200
 ``cuGraphLaunch`` costs 2.0-3.3 us of host time against 4.8-6.6 us for ``cuLaunchKernel``, whatever the
-parameter bytes. The graph is made, and its node takes a launch's arguments (``cuGraphExecKernelNodeSetParams``),
-only once they have been launched ``PROMOTE_AFTER`` times in a row, so calls that alternate buffers keep the
-plain launch and a launch never repeated makes no graph; a stream being captured always gets the plain launch
-(its graph records the kernel itself). Making and updating the graph run in relaxed capture mode, so a capture
-on another stream (torch's are global) is not disturbed.
+parameter bytes. A graph takes a launch's arguments only once they have been launched plainly
+``PROMOTE_AFTER`` times, so a launch never repeated makes no graph. Two ways to name the arguments: a version
+of the launch's slots (one graph, updated by ``cuGraphExecKernelNodeSetParams`` when the version changes
+after a streak), or a caller's key (a graph kept per key, so calls that take turns each keep theirs). A stream
+being captured always gets the plain launch (its graph records the kernel itself). Graphs are made and updated
+in relaxed capture mode, so a capture on another stream (torch's are global) is not disturbed.
 """
 
 from __future__ import annotations
@@ -12,7 +13,8 @@ from __future__ import annotations
 import ctypes
 import weakref
 
-PROMOTE_AFTER = 2  # plain launches of one set of arguments before their repeats go out as the graph
+PROMOTE_AFTER = 2  # plain launches of one set of arguments before their repeats go out as a graph
+KEPT = 64  # graphs kept by key per launch, the oldest destroyed first
 _DRIVER_CALLS = ("cuGraphCreate", "cuGraphAddKernelNode_v2", "cuGraphInstantiateWithFlags",
                  "cuGraphExecKernelNodeSetParams_v2", "cuGraphLaunch", "cuStreamIsCapturing", "cuGraphExecDestroy",
                  "cuGraphDestroy", "cuThreadExchangeStreamCaptureMode")
@@ -35,7 +37,7 @@ def driver_addresses(lib) -> dict[str, int] | None:
 
 
 def _call(address: int, *args) -> int:
-    """One driver call at ``address`` with ctypes-made ``args`` (setup and update only)."""
+    """One driver call at ``address`` with ctypes-made ``args`` (making and updating graphs only)."""
     return ctypes.CFUNCTYPE(ctypes.c_int)(address)(*args)
 
 
@@ -46,9 +48,43 @@ def _destroy(addresses: dict, exec_: ctypes.c_void_p, graph: ctypes.c_void_p) ->
         _call(addresses["cuGraphDestroy"], graph)
 
 
+class _Relaxed:
+    """The calling thread in relaxed stream-capture mode for the ``with`` body, its own mode restored after."""
+
+    def __init__(self, addresses: dict):
+        self._exchange, self._mode = addresses["cuThreadExchangeStreamCaptureMode"], ctypes.c_int()
+
+    def __enter__(self):
+        self._mode.value = _CAPTURE_MODE_RELAXED
+        _call(self._exchange, ctypes.byref(self._mode))
+
+    def __exit__(self, *exc):
+        _call(self._exchange, ctypes.byref(self._mode))
+
+
+class _OneGraph:
+    """A graph of one kernel node, made from ``node_params`` as they are (the node copies the arguments)."""
+
+    def __init__(self, addresses: dict, node_params: KernelNodeParams):
+        a = self._a = addresses
+        self.graph, self.node, self.exec = ctypes.c_void_p(), ctypes.c_void_p(), ctypes.c_void_p()
+        self.destroy = weakref.finalize(self, _destroy, addresses, self.exec, self.graph)
+        self.destroy.atexit = False  # the driver may be gone by then; the process's exit frees them
+        self.made = (_call(a["cuGraphCreate"], ctypes.byref(self.graph), ctypes.c_uint(0)) == 0 and
+                     _call(a["cuGraphAddKernelNode_v2"], ctypes.byref(self.node), self.graph, None,
+                           ctypes.c_size_t(0), ctypes.byref(node_params)) == 0 and
+                     _call(a["cuGraphInstantiateWithFlags"], ctypes.byref(self.exec), self.graph,
+                           ctypes.c_ulonglong(0)) == 0)
+
+    def update(self, node_params: KernelNodeParams) -> bool:
+        """Copy the arguments ``node_params`` point at into the node."""
+        return _call(self._a["cuGraphExecKernelNodeSetParams_v2"], self.exec, self.node,
+                     ctypes.byref(node_params)) == 0
+
+
 class GraphRepeat:
     """The graph twin of one prepared launch (function, grid, block, shared bytes, and its ``params`` or ``extra``
-    arrays, whose current contents a node update copies). ``launch(version, stream)`` says which to issue."""
+    arrays, whose current contents a graph copies when made or updated)."""
 
     def __init__(self, addresses: dict[str, int], func: int, griddim: int, blockdim: int, sharedmem: int,
                  params, extra):
@@ -56,53 +92,72 @@ class GraphRepeat:
         self._node_params = KernelNodeParams(func, (griddim, 1, 1), (blockdim, 1, 1), sharedmem,
                                              ctypes.addressof(params) if params is not None else None,
                                              ctypes.addressof(extra) if extra is not None else None, None, None)
-        self._graph, self._node, self._exec = ctypes.c_void_p(), ctypes.c_void_p(), ctypes.c_void_p()
-        self._finalizer = weakref.finalize(self, _destroy, addresses, self._exec, self._graph)
-        self._finalizer.atexit = False  # the driver may be gone by then; the process's exit frees them
-        self.usable = True  # until the driver refuses to make or update the graph
-        self._version, self._seen, self._streak = -1, -1, 0  # the arguments the node holds; those launched last
+        self.usable = True  # until the driver refuses to make or update a graph
+        self._current: _OneGraph | None = None  # the graph of the slots' versions
+        self._version, self._seen, self._streak = -1, -1, 0  # the version it holds; the one launched last, how often
+        self._kept: dict[int, tuple] = {}  # id(key) -> (key, its graph)
+        self._counts: dict[int, list] = {}  # id(key) -> [key, plain launches so far]
         self._stream, self._status = ctypes.c_void_p(0), ctypes.c_int(0)
         self._is_capturing = ctypes.CFUNCTYPE(ctypes.c_int)(addresses["cuStreamIsCapturing"])
         self._capture_args = (self._stream, ctypes.byref(self._status))
         self._graph_launch = ctypes.CFUNCTYPE(ctypes.c_int)(addresses["cuGraphLaunch"])
-        self._launch_args = (self._exec, self._stream)
 
     def launch(self, version: int, stream: int) -> int | None:
-        """The CUresult of launching the graph on ``stream`` for arguments ``version``, or None when the caller
-        must launch the kernel itself (these arguments are new, or the stream is being captured)."""
+        """The CUresult of launching the graph of slot version ``version`` on ``stream``, or None when the caller
+        must launch the kernel itself (a version too new, or the stream is being captured)."""
         if version != self._version and not self._promote(version):
             return None
+        return self._go(self._current, stream)
+
+    def launch_kept(self, key, stream: int) -> int | None:
+        """The CUresult of launching the graph kept for ``key`` on ``stream``; None if there is none yet or the
+        stream is being captured."""
+        kept = self._kept.get(id(key))
+        if kept is None or kept[0] is not key:
+            return None
+        return self._go(kept[1], stream)
+
+    def launched(self, key) -> None:
+        """The slots hold ``key``'s arguments and were just launched plainly: the ``PROMOTE_AFTER``-th time, a
+        graph of them is made and kept for ``key`` (held until destroyed, the oldest first)."""
+        count = self._counts.get(id(key))
+        if count is None or count[0] is not key:
+            if len(self._counts) >= 4 * KEPT:
+                del self._counts[next(iter(self._counts))]
+            count = self._counts[id(key)] = [key, 0]
+        count[1] += 1
+        if count[1] != PROMOTE_AFTER or not self.usable:
+            return
+        del self._counts[id(key)]
+        with _Relaxed(self._a):
+            graph = _OneGraph(self._a, self._node_params)
+        if not graph.made:
+            self.usable = False
+            return
+        if len(self._kept) >= KEPT:
+            self._kept.pop(next(iter(self._kept)))[1].destroy()
+        self._kept[id(key)] = (key, graph)
+
+    def _go(self, graph: _OneGraph, stream: int) -> int | None:
         self._stream.value = stream
         if self._is_capturing(*self._capture_args) != 0 or self._status.value != 0:
             return None
-        return self._graph_launch(*self._launch_args)
+        return self._graph_launch(graph.exec, self._stream)
 
     def _promote(self, version: int) -> bool:
-        """Count a launch of arguments ``version``; on the one after ``PROMOTE_AFTER`` in a row, the node takes
-        them (False until then, or if the driver refuses)."""
+        """Count a launch of slot version ``version``; on the one after ``PROMOTE_AFTER`` in a row, the graph
+        takes its arguments (False until then, or if the driver refuses)."""
         if version != self._seen:
             self._seen, self._streak = version, 0
         self._streak += 1
         if self._streak <= PROMOTE_AFTER or not self.usable:
             return False
-        mode = ctypes.c_int(_CAPTURE_MODE_RELAXED)
-        _call(self._a["cuThreadExchangeStreamCaptureMode"], ctypes.byref(mode))
-        try:
-            self.usable = self._update()
-        finally:
-            _call(self._a["cuThreadExchangeStreamCaptureMode"], ctypes.byref(mode))
+        with _Relaxed(self._a):
+            if self._current is None:
+                self._current = _OneGraph(self._a, self._node_params)
+                self.usable = self._current.made
+            else:
+                self.usable = self._current.update(self._node_params)
         if self.usable:
             self._version = version
         return self.usable
-
-    def _update(self) -> bool:
-        """Copy the launch's current arguments into the node, making the graph first if there is none yet."""
-        a = self._a
-        if self._exec.value:
-            return _call(a["cuGraphExecKernelNodeSetParams_v2"], self._exec, self._node,
-                         ctypes.byref(self._node_params)) == 0
-        return (_call(a["cuGraphCreate"], ctypes.byref(self._graph), ctypes.c_uint(0)) == 0 and
-                _call(a["cuGraphAddKernelNode_v2"], ctypes.byref(self._node), self._graph, None, ctypes.c_size_t(0),
-                      ctypes.byref(self._node_params)) == 0 and
-                _call(a["cuGraphInstantiateWithFlags"], ctypes.byref(self._exec), self._graph,
-                      ctypes.c_ulonglong(0)) == 0)

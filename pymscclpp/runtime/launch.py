@@ -112,6 +112,7 @@ class Launch:
         self.values = dict(args)
         self.mode = launch_mode()
         self.compile_s, self.disk_cache_hit = 0.0, False
+        self._repeat: GraphRepeat | None = None  # the graphs of repeated launches (GPU, packed or params mode)
         self.argtypes = argtypes if IS_SIM and argtypes is None else _checked_types(kernel, args, argtypes)
         if IS_SIM:
             return
@@ -147,6 +148,16 @@ class Launch:
         self._repeat = None if addresses is None else GraphRepeat(
             addresses, self._func, self.griddim, self.blockdim, self.sharedmem, self._params, self._extra)
 
+    def launch_kept(self, key, stream: int) -> bool:
+        """Issue the graph kept for ``key`` (see ``launch``) on ``stream``, whatever the slots hold now; False,
+        issuing nothing, when there is none for ``key`` or the stream is being captured."""
+        rc = None if self._repeat is None else self._repeat.launch_kept(key, stream)
+        if rc is None:
+            return False
+        if rc != 0:
+            raise BackendError(f"graph launch of {self.kernel.py_func.__name__} failed with CUresult {rc}")
+        return True
+
     def set_buffer(self, name: str, ptr: int, nbytes: int, array=None) -> None:
         """Slot ``name`` (a 1-D uint8 array) now views ``nbytes`` at device address ``ptr``; the simulator, which
         has no addresses, takes ``array`` itself."""
@@ -173,12 +184,17 @@ class Launch:
             slot.value = value
             self._version += 1
 
-    def launch(self, stream: int = 0) -> None:
-        """Issue the kernel on the CUstream ``stream`` (a raw handle; 0 is the legacy default stream)."""
+    def launch(self, stream: int = 0, key=None) -> None:
+        """Issue the kernel on the CUstream ``stream`` (a raw handle; 0 is the legacy default stream). ``key``: an
+        object standing for the slots' current values (its graph is kept for ``launch_kept``), else their repeats
+        go out as the graph of the slots' version."""
         if self.mode != "numba":
-            rc = None if self._repeat is None else self._repeat.launch(self._version, stream)
+            repeat = self._repeat
+            rc = None if repeat is None or key is not None else repeat.launch(self._version, stream)
             if rc is None:
                 rc = self._launch(stream)
+                if key is not None and repeat is not None and rc == 0:
+                    repeat.launched(key)
             if rc != 0:
                 raise BackendError(f"launch of {self.kernel.py_func.__name__} failed with CUresult {rc}")
             return

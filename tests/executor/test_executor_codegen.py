@@ -13,6 +13,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from executor.programs import allgather_scattered
+from ptx.counts import script_output
 from pymscclpp.executor import ExecutionPlan
 from pymscclpp.executor.cache import kernel_key, load_module
 from pymscclpp.executor.codegen import KernelSpec, _lookup, _template_classes
@@ -30,16 +31,9 @@ def spec(name: str = "allreduce_allpairs", n: int = 2, rank: int = 0, size_class
 
 
 @pytest.fixture(scope="module")
-def ptx_lines(tmp_path_factory):
-    env = {k: v for k, v in os.environ.items() if k != "NUMBA_ENABLE_CUDASIM"}
-    env["PYMSCCLPP_CACHE_DIR"] = str(tmp_path_factory.mktemp("ptx-cache"))
-    proc = subprocess.run([sys.executable, str(HERE / "compile_kernels.py")], env=env, capture_output=True, text=True,
-                          timeout=600)
-    if proc.returncode != 0 and "libnvvm" in proc.stderr.lower() + proc.stdout.lower():
-        pytest.skip("NVVM is not installed (pip install nvidia-nvvm)")
-    assert proc.returncode == 0, proc.stderr[-3000:]
+def ptx_lines():
     out = {}
-    for line in proc.stdout.splitlines():
+    for line in script_output("compile_kernels.py").splitlines():
         name, n, _, dtype, size_class, _, *counts = line.split()
         out[name, int(n), dtype] = {k: int(v) for k, v in (c.split("=") for c in counts)}
     return out

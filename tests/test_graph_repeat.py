@@ -21,7 +21,7 @@ class FakeDriver:
     def __init__(self, buffer):
         self.buffer, self.capturing, self.refuse_updates = buffer, False, False
         self.node_holds, self.graph_launches, self.updates, self.destroyed = None, [], 0, []
-        self.first_node, self.mode, self.modes_seen = None, 0, []
+        self.first_node, self.mode, self.modes_seen, self.destroy_modes = None, 0, [], []
         signatures = {
             "cuGraphCreate": (ctypes.CFUNCTYPE(INT, P(VP), ctypes.c_uint), self.create),
             "cuGraphAddKernelNode_v2": (ctypes.CFUNCTYPE(INT, P(VP), VP, VP, ctypes.c_size_t, P(KernelNodeParams)),
@@ -30,8 +30,8 @@ class FakeDriver:
             "cuGraphExecKernelNodeSetParams_v2": (ctypes.CFUNCTYPE(INT, VP, VP, P(KernelNodeParams)), self.update),
             "cuGraphLaunch": (ctypes.CFUNCTYPE(INT, VP, VP), self.launch),
             "cuStreamIsCapturing": (ctypes.CFUNCTYPE(INT, VP, P(INT)), self.is_capturing),
-            "cuGraphExecDestroy": (ctypes.CFUNCTYPE(INT, VP), lambda h: self.destroyed.append(h) or 0),
-            "cuGraphDestroy": (ctypes.CFUNCTYPE(INT, VP), lambda h: self.destroyed.append(h) or 0),
+            "cuGraphExecDestroy": (ctypes.CFUNCTYPE(INT, VP), self.destroy),
+            "cuGraphDestroy": (ctypes.CFUNCTYPE(INT, VP), self.destroy),
             "cuThreadExchangeStreamCaptureMode": (ctypes.CFUNCTYPE(INT, P(INT)), self.exchange_mode),
         }
         self.callbacks = {name: kind(fn) for name, (kind, fn) in signatures.items()}
@@ -49,6 +49,11 @@ class FakeDriver:
         self.node_holds = bytes(self.buffer)  # a new node copies the arguments as they are
         self.modes_seen.append(self.mode)
         node[0] = NODE
+        return 0
+
+    def destroy(self, handle):
+        self.destroyed.append(handle)
+        self.destroy_modes.append(self.mode)
         return 0
 
     def exchange_mode(self, mode):
@@ -163,6 +168,7 @@ def test_dropping_the_repeat_destroys_its_graph_and_exec():
         repeat.launch(1, 0)
     del repeat
     assert sorted(driver.destroyed) == [GRAPH, EXEC]
+    assert driver.destroy_modes == [2, 2] and driver.mode == 0  # relaxed capture mode, then the thread's own
 
 
 def test_driver_addresses_needs_every_call():

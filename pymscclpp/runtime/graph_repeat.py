@@ -41,13 +41,6 @@ def _call(address: int, *args) -> int:
     return ctypes.CFUNCTYPE(ctypes.c_int)(address)(*args)
 
 
-def _destroy(addresses: dict, exec_: ctypes.c_void_p, graph: ctypes.c_void_p) -> None:
-    if exec_.value:
-        _call(addresses["cuGraphExecDestroy"], exec_)
-    if graph.value:
-        _call(addresses["cuGraphDestroy"], graph)
-
-
 class _Relaxed:
     """The calling thread in relaxed stream-capture mode for the ``with`` body, its own mode restored after."""
 
@@ -60,6 +53,15 @@ class _Relaxed:
 
     def __exit__(self, *exc):
         _call(self._exchange, ctypes.byref(self._mode))
+
+
+def _destroy(addresses: dict, exec_: ctypes.c_void_p, graph: ctypes.c_void_p) -> None:
+    """Destroy a graph and its exec (in flight, it is freed when it completes), in relaxed capture mode."""
+    with _Relaxed(addresses):
+        if exec_.value:
+            _call(addresses["cuGraphExecDestroy"], exec_)
+        if graph.value:
+            _call(addresses["cuGraphDestroy"], graph)
 
 
 class _OneGraph:
@@ -129,13 +131,13 @@ class GraphRepeat:
         if count[1] != PROMOTE_AFTER or not self.usable:
             return
         del self._counts[id(key)]
+        if len(self._kept) >= KEPT:
+            self._kept.pop(next(iter(self._kept)))[1].destroy()
         with _Relaxed(self._a):
             graph = _OneGraph(self._a, self._node_params)
         if not graph.made:
             self.usable = False
             return
-        if len(self._kept) >= KEPT:
-            self._kept.pop(next(iter(self._kept)))[1].destroy()
         self._kept[id(key)] = (key, graph)
 
     def _go(self, graph: _OneGraph, stream: int) -> int | None:

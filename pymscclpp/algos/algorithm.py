@@ -38,7 +38,9 @@ class Constraint:
 class Call(NamedTuple):
     """One checked collective call, as an algorithm launches it. ``sendbuf``/``recvbuf`` are the caller's
     buffers (``recvbuf`` is ``sendbuf`` in place); ``send``/``recv`` their (device address, byte array or None)
-    pairs; ``nbytes`` is what one rank sends one peer; ``size`` the message size selection reads."""
+    pairs; ``nbytes`` is what one rank sends one peer; ``size`` the message size selection reads. A call the
+    Communicator remembers for an algorithm whose launch reads addresses only has no buffer objects (None:
+    ``algos.repeats``), and is the same object each time it is repeated."""
 
     collective: str
     sendbuf: object

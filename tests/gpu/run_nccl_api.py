@@ -100,7 +100,6 @@ def bfloat16_all_reduce(mine, ref, stream, count):
     try:
         for _ in range(3):  # the repeats go out as a graph launch
             x[:] = cp.asarray(bf16_bits(values[RANK]))
-            cp.cuda.Device().synchronize()  # the copy ran on the null stream, which ``stream`` does not wait for
             mine.allReduce(x.data.ptr, x.data.ptr, count, ours.NCCL_BFLOAT16, ours.NCCL_SUM, stream.ptr)
             stream.synchronize()
             assert cp.array_equal(x, cp.asarray(bf16_bits(sum(values)))), f"{x[:8]}"
@@ -186,7 +185,7 @@ def main() -> int:
         ref = theirs.NcclCommunicator(SIZE, WORLD.bcast(theirs.get_unique_id() if RANK == 0 else None), RANK)
         assert fb.available(), "NCCL fallback unavailable: pip install nvidia-nccl-cu13"
     assert (mine.rank_id(), mine.size(), mine.device_id()) == (ref.rank_id(), ref.size(), ref.device_id())
-    stream = cp.cuda.Stream(non_blocking=True)
+    stream = cp.cuda.Stream()  # blocking: ordered after the buffers each case fills on the null stream
     plan = []
     nccl_only = (ours.NCCL_FLOAT64, ours.NCCL_INT64)  # dtypes pymscclpp hands to the NCCL fallback
     for datatype, op in [(ours.NCCL_FLOAT32, ours.NCCL_SUM), (ours.NCCL_FLOAT16, ours.NCCL_MAX),

@@ -33,8 +33,9 @@ def _served_collectives(dist, store, rank: int, size: int) -> None:
         assert torch.equal(y, want), (op, y)
     z = torch.full((8,), rank + 2, dtype=torch.int32)
     work = dist.all_reduce(z, op=dist.ReduceOp.PRODUCT, async_op=True)
-    assert work.wait()
+    assert work.wait() and work.is_completed() and work.is_success() and work.exception() is None
     assert torch.equal(z, torch.full((8,), 6, dtype=torch.int32))
+    assert work.result() == [z] and work.get_future().wait() == [z]
     b = torch.full((4, 16), 0.5 * (rank + 1), dtype=torch.bfloat16)
     dist.all_reduce(b)
     assert torch.equal(b, torch.full((4, 16), 1.5, dtype=torch.bfloat16))

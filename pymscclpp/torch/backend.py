@@ -14,7 +14,6 @@ from datetime import timedelta
 
 import torch
 import torch.distributed as dist
-from torch._C._distributed_c10d import _create_work_from_future
 
 from pymscclpp.communicator import Communicator
 from pymscclpp.errors import InvalidUsageError
@@ -22,6 +21,7 @@ from pymscclpp.fallback import nccl as nccl_fallback
 from pymscclpp.runtime.backend import IS_SIM
 from pymscclpp.runtime.bootstrap import UniqueId, get_unique_id
 from pymscclpp.torch.ops import UNREDUCED, reduce_op_name
+from pymscclpp.torch.work import FinishedWork
 
 NAME = "mscclpp"
 FALLBACK_ENV = "PYMSCCLPP_TORCH_FALLBACK"  # nccl (default on GPUs), gloo (CPU tensors), none (default on the sim)
@@ -39,13 +39,6 @@ def communicator_from_store(store: dist.Store, rank: int, size: int, key: str = 
         store.set(f"{key}/{generation}", get_unique_id().to_bytes())
     uid = UniqueId.from_bytes(bytes(store.get(f"{key}/{generation}")))
     return Communicator.from_unique_id(uid, rank, size, device=None if IS_SIM else torch.cuda.current_device())
-
-
-def _done(tensors: list) -> dist.Work:
-    """A finished Work: our kernels are already queued on the caller's stream, as NCCL's wait() would order them."""
-    fut = torch.futures.Future()
-    fut.set_result(tensors)
-    return _create_work_from_future(fut)
 
 
 def _single(tensors: list, what: str) -> torch.Tensor:
@@ -112,7 +105,7 @@ class MscclppProcessGroup(dist.ProcessGroup):
         if op is None:
             return self._fallback_group("all_reduce", UNREDUCED).allreduce(tensors, opts)
         self.comm.all_reduce(tensor, op=op)
-        return _done(tensors)
+        return FinishedWork(tensors)
 
     def allreduce_coalesced(self, tensors: list, opts) -> dist.Work:
         """dist.all_reduce_coalesced: one all-reduce per tensor (the fallback takes them all if any needs it)."""
@@ -121,12 +114,12 @@ class MscclppProcessGroup(dist.ProcessGroup):
             return self._fallback_group("all_reduce_coalesced", UNREDUCED).allreduce_coalesced(tensors, opts)
         for tensor, op in zip(tensors, ops):
             self.comm.all_reduce(tensor, op=op)
-        return _done(tensors)
+        return FinishedWork(tensors)
 
     def all_gather_single(self, output: torch.Tensor, input: torch.Tensor, opts=None) -> dist.Work:  # noqa: A002
         """dist.all_gather_into_tensor (``_allgather_base`` before torch 2.13)."""
         self.comm.all_gather(input, output)
-        return _done([output])
+        return FinishedWork([output])
 
     _allgather_base = all_gather_single
 
@@ -134,7 +127,7 @@ class MscclppProcessGroup(dist.ProcessGroup):
         """Functional all_gather_tensor and coalesced all_gather_into_tensor: one all-gather per pair."""
         for output, input in _pairs(outputs, inputs, "all_gather_into_tensor"):  # noqa: A001
             self.comm.all_gather(input, output)
-        return _done(outputs)
+        return FinishedWork(outputs)
 
     allgather_into_tensor_coalesced = all_gather_single_coalesced
 
@@ -146,7 +139,7 @@ class MscclppProcessGroup(dist.ProcessGroup):
         self.comm.all_gather(input.contiguous(), gathered)
         for out, part in zip(outputs, gathered.unbind(0)):
             out.copy_(part)
-        return _done(outputs)
+        return FinishedWork(outputs)
 
     def reduce_scatter_single(self, output: torch.Tensor, input: torch.Tensor, opts) -> dist.Work:  # noqa: A002
         """dist.reduce_scatter_tensor (``_reduce_scatter_base`` before torch 2.13)."""
@@ -155,7 +148,7 @@ class MscclppProcessGroup(dist.ProcessGroup):
             group = self._fallback_group("reduce_scatter_tensor", UNREDUCED)
             return _method(group, "reduce_scatter_single", "_reduce_scatter_base")(output, input, opts)
         self.comm.reduce_scatter(input, output, op=op)
-        return _done([output])
+        return FinishedWork([output])
 
     _reduce_scatter_base = reduce_scatter_single
 
@@ -167,7 +160,7 @@ class MscclppProcessGroup(dist.ProcessGroup):
             return group.reduce_scatter_tensor_coalesced(outputs, inputs, opts)
         for (output, input), op in zip(_pairs(outputs, inputs, "reduce_scatter_tensor"), ops):  # noqa: A001
             self.comm.reduce_scatter(input, output, op=op)
-        return _done(outputs)
+        return FinishedWork(outputs)
 
     reduce_scatter_tensor_coalesced = reduce_scatter_single_coalesced
 
@@ -181,12 +174,12 @@ class MscclppProcessGroup(dist.ProcessGroup):
         self.comm.reduce_scatter(torch.cat([t.reshape(-1) for t in inputs]), staged.view(-1), op=op)
         if staged is not output:
             output.copy_(staged)
-        return _done(outputs)
+        return FinishedWork(outputs)
 
     def broadcast(self, tensors: list, opts) -> dist.Work:
         """dist.broadcast (in place, from ``opts.rootRank``)."""
         self.comm.broadcast(_single(tensors, "broadcast"), root=opts.rootRank)
-        return _done(tensors)
+        return FinishedWork(tensors)
 
     def scatter(self, outputs: list, input_lists: list, opts) -> dist.Work:
         """dist.scatter (DTensor's distribute_tensor): the root's list broadcast as one buffer, each rank keeps its
@@ -197,7 +190,7 @@ class MscclppProcessGroup(dist.ProcessGroup):
             torch.stack(_single(input_lists, "scatter"), out=staged)
         self.comm.broadcast(staged, root=root)
         output.copy_(staged[self.rank()])
-        return _done(outputs)
+        return FinishedWork(outputs)
 
     def gather(self, output_lists: list, inputs: list, opts) -> dist.Work:
         """dist.gather: an all-gather into one buffer, copied out on the root."""
@@ -207,7 +200,7 @@ class MscclppProcessGroup(dist.ProcessGroup):
         if self.rank() == opts.rootRank:
             for out, part in zip(_single(output_lists, "gather"), gathered.unbind(0)):
                 out.copy_(part)
-        return _done(output_lists[0] if output_lists else [])
+        return FinishedWork(output_lists[0] if output_lists else [])
 
     def all_to_all_single(self, output: torch.Tensor, input: torch.Tensor, output_split_sizes: list,  # noqa: A002
                           input_split_sizes: list, opts=None) -> dist.Work:
@@ -217,7 +210,7 @@ class MscclppProcessGroup(dist.ProcessGroup):
             return _method(group, "all_to_all_single", "alltoall_base")(output, input, output_split_sizes,
                                                                         input_split_sizes, opts)
         self.comm.all_to_all(input, output)
-        return _done([output])
+        return FinishedWork([output])
 
     alltoall_base = all_to_all_single
 
@@ -228,7 +221,7 @@ class MscclppProcessGroup(dist.ProcessGroup):
         self.comm.all_reduce(self._token)
         if not IS_SIM:
             torch.cuda.current_stream(self._token.device).synchronize()
-        return _done([self._token])
+        return FinishedWork([self._token])
 
     def _forward(self, name: str, *args, **kwargs) -> dist.Work:
         group = self._fallback_group(name, f"pymscclpp serves only {', '.join(SERVED)}")
@@ -278,7 +271,7 @@ def _through_host(group: dist.ProcessGroup, name: str, tensors: list, *args, **k
     if name != "send":
         for t, h in zip(tensors, host):
             t.copy_(h)
-    return _done(tensors)
+    return FinishedWork(tensors)
 
 
 def _fallback_group(kind: str, store: dist.Store, rank: int, size: int, timeout: timedelta) -> dist.ProcessGroup:

@@ -153,6 +153,31 @@ def test_backend_forwards_other_calls_to_fallback_group_and_reinitializes():
     _run(_forwarded_calls, env={"PYMSCCLPP_TORCH_FALLBACK": "gloo"})
 
 
+def test_reduce_op_name_answers_reduce_ops_their_types_and_none_alike_and_refuses_the_rest():
+    import torch.distributed as dist
+    from pymscclpp.torch.ops import reduce_op_name
+    r = dist.ReduceOp
+    for op, name in ((None, "sum"), (r.SUM, "sum"), (r.MIN, "min"), (r.MAX, "max"), (r.PRODUCT, "prod"),
+                     (r.AVG, None), (r.BAND, None), (dist._make_nccl_premul_sum(2.0), None)):
+        opts = dist.AllreduceOptions()
+        if op is not None:
+            opts.reduceOp = op
+        for _ in range(2):  # the second answer comes from the cache
+            assert reduce_op_name(torch.bfloat16, op) == name and reduce_op_name(torch.float32, opts.reduceOp) == name
+            assert reduce_op_name(torch.int64, opts.reduceOp) is None and reduce_op_name(torch.complex64, op) is None
+
+
+def test_a_synchronous_call_gets_no_work_and_an_asynchronous_one_a_finished_work():
+    import torch.distributed as dist
+    from pymscclpp.torch.work import FinishedWork, finished
+    t = torch.ones(3)
+    opts = dist.AllreduceOptions()
+    assert isinstance(finished([t], opts), FinishedWork) and isinstance(finished([t], None), FinishedWork)
+    if hasattr(opts, "asyncOp"):  # torch 2.7 on: dist.all_reduce(async_op=False) skips waiting on None
+        opts.asyncOp = False
+        assert finished([t], opts) is None
+
+
 def test_pymscclpp_imports_without_torch_and_pymscclpp_torch_names_the_extra():
     code = ("import sys; sys.modules['torch'] = None\n"
             "import pymscclpp; assert pymscclpp.Communicator\n"

@@ -171,14 +171,14 @@ def integration_us(torch, world, nbytes: int, ref, calls: int, reps: int) -> dic
 
 
 def _register_floor(dist) -> str:
-    """Register (once) a backend whose all_reduce does nothing and returns the Work ours returns: what torch itself
-    adds to every call into a Python backend (its wrapper, dispatcher and call into Python); its name."""
-    from ..torch.work import FinishedWork
+    """Register (once) a backend whose all_reduce does nothing and returns what ours returns: what torch itself
+    adds to every call into a Python backend; its name."""
+    from ..torch.work import finished
     name = "pymscclpp_floor"
     if name not in dist.Backend.backend_list:
         class Floor(dist.ProcessGroup):
             def allreduce(self, tensors: list, opts) -> dist.Work:
-                return FinishedWork(tensors)
+                return finished(tensors, opts)
 
         dist.Backend.register_backend(name, lambda store, rank, size, timeout: Floor(rank, size), devices=["cuda"])
     return name

@@ -21,7 +21,7 @@ from pymscclpp.fallback import nccl as nccl_fallback
 from pymscclpp.runtime.backend import IS_SIM
 from pymscclpp.runtime.bootstrap import UniqueId, get_unique_id
 from pymscclpp.torch.ops import UNREDUCED, reduce_op_name
-from pymscclpp.torch.work import FinishedWork
+from pymscclpp.torch.work import FinishedWork, finished
 
 NAME = "mscclpp"
 FALLBACK_ENV = "PYMSCCLPP_TORCH_FALLBACK"  # nccl (default on GPUs), gloo (CPU tensors), none (default on the sim)
@@ -105,7 +105,7 @@ class MscclppProcessGroup(dist.ProcessGroup):
         if op is None:
             return self._fallback_group("all_reduce", UNREDUCED).allreduce(tensors, opts)
         self.comm.all_reduce(tensor, op=op)
-        return FinishedWork(tensors)
+        return finished(tensors, opts)
 
     def allreduce_coalesced(self, tensors: list, opts) -> dist.Work:
         """dist.all_reduce_coalesced: one all-reduce per tensor (the fallback takes them all if any needs it)."""
@@ -114,12 +114,12 @@ class MscclppProcessGroup(dist.ProcessGroup):
             return self._fallback_group("all_reduce_coalesced", UNREDUCED).allreduce_coalesced(tensors, opts)
         for tensor, op in zip(tensors, ops):
             self.comm.all_reduce(tensor, op=op)
-        return FinishedWork(tensors)
+        return finished(tensors, opts)
 
     def all_gather_single(self, output: torch.Tensor, input: torch.Tensor, opts=None) -> dist.Work:  # noqa: A002
         """dist.all_gather_into_tensor (``_allgather_base`` before torch 2.13)."""
         self.comm.all_gather(input, output)
-        return FinishedWork([output])
+        return finished([output], opts)
 
     _allgather_base = all_gather_single
 
@@ -127,7 +127,7 @@ class MscclppProcessGroup(dist.ProcessGroup):
         """Functional all_gather_tensor and coalesced all_gather_into_tensor: one all-gather per pair."""
         for output, input in _pairs(outputs, inputs, "all_gather_into_tensor"):  # noqa: A001
             self.comm.all_gather(input, output)
-        return FinishedWork(outputs)
+        return finished(outputs, opts)
 
     allgather_into_tensor_coalesced = all_gather_single_coalesced
 
@@ -139,7 +139,7 @@ class MscclppProcessGroup(dist.ProcessGroup):
         self.comm.all_gather(input.contiguous(), gathered)
         for out, part in zip(outputs, gathered.unbind(0)):
             out.copy_(part)
-        return FinishedWork(outputs)
+        return finished(outputs, opts)
 
     def reduce_scatter_single(self, output: torch.Tensor, input: torch.Tensor, opts) -> dist.Work:  # noqa: A002
         """dist.reduce_scatter_tensor (``_reduce_scatter_base`` before torch 2.13)."""
@@ -148,7 +148,7 @@ class MscclppProcessGroup(dist.ProcessGroup):
             group = self._fallback_group("reduce_scatter_tensor", UNREDUCED)
             return _method(group, "reduce_scatter_single", "_reduce_scatter_base")(output, input, opts)
         self.comm.reduce_scatter(input, output, op=op)
-        return FinishedWork([output])
+        return finished([output], opts)
 
     _reduce_scatter_base = reduce_scatter_single
 
@@ -160,7 +160,7 @@ class MscclppProcessGroup(dist.ProcessGroup):
             return group.reduce_scatter_tensor_coalesced(outputs, inputs, opts)
         for (output, input), op in zip(_pairs(outputs, inputs, "reduce_scatter_tensor"), ops):  # noqa: A001
             self.comm.reduce_scatter(input, output, op=op)
-        return FinishedWork(outputs)
+        return finished(outputs, opts)
 
     reduce_scatter_tensor_coalesced = reduce_scatter_single_coalesced
 
@@ -174,12 +174,12 @@ class MscclppProcessGroup(dist.ProcessGroup):
         self.comm.reduce_scatter(torch.cat([t.reshape(-1) for t in inputs]), staged.view(-1), op=op)
         if staged is not output:
             output.copy_(staged)
-        return FinishedWork(outputs)
+        return finished(outputs, opts)
 
     def broadcast(self, tensors: list, opts) -> dist.Work:
         """dist.broadcast (in place, from ``opts.rootRank``)."""
         self.comm.broadcast(_single(tensors, "broadcast"), root=opts.rootRank)
-        return FinishedWork(tensors)
+        return finished(tensors, opts)
 
     def scatter(self, outputs: list, input_lists: list, opts) -> dist.Work:
         """dist.scatter (DTensor's distribute_tensor): the root's list broadcast as one buffer, each rank keeps its
@@ -190,7 +190,7 @@ class MscclppProcessGroup(dist.ProcessGroup):
             torch.stack(_single(input_lists, "scatter"), out=staged)
         self.comm.broadcast(staged, root=root)
         output.copy_(staged[self.rank()])
-        return FinishedWork(outputs)
+        return finished(outputs, opts)
 
     def gather(self, output_lists: list, inputs: list, opts) -> dist.Work:
         """dist.gather: an all-gather into one buffer, copied out on the root."""
@@ -200,7 +200,7 @@ class MscclppProcessGroup(dist.ProcessGroup):
         if self.rank() == opts.rootRank:
             for out, part in zip(_single(output_lists, "gather"), gathered.unbind(0)):
                 out.copy_(part)
-        return FinishedWork(output_lists[0] if output_lists else [])
+        return finished(output_lists[0] if output_lists else [], opts)
 
     def all_to_all_single(self, output: torch.Tensor, input: torch.Tensor, output_split_sizes: list,  # noqa: A002
                           input_split_sizes: list, opts=None) -> dist.Work:
@@ -210,7 +210,7 @@ class MscclppProcessGroup(dist.ProcessGroup):
             return _method(group, "all_to_all_single", "alltoall_base")(output, input, output_split_sizes,
                                                                         input_split_sizes, opts)
         self.comm.all_to_all(input, output)
-        return FinishedWork([output])
+        return finished([output], opts)
 
     alltoall_base = all_to_all_single
 

@@ -16,14 +16,18 @@ UNREDUCED = f"pymscclpp reduces only SUM, MIN, MAX, PRODUCT of {', '.join(DTYPE_
 
 def reduce_op_name(dtype: torch.dtype, op) -> str | None:
     """pymscclpp's name for ``op`` (a ReduceOp, its RedOpType, or None for SUM) when it reduces ``dtype``, else None."""
-    key = (dtype, _R.SUM if op is None else getattr(op, "op", op))
     try:
-        return _SERVED[key]
+        return _SERVED[dtype, op]  # a ReduceOp hashes and compares as its RedOpType: a third of hashing that
     except KeyError:
-        name = _OPS.get(key[1])
-        served = _SERVED[key] = name if name is not None and \
-            serves_reduction(str(dtype).removeprefix("torch."), name) else None
+        served = _SERVED[dtype, op] = _name(dtype, op)
         return served
+    except TypeError:  # an unhashable op (a ReduceOp before torch 2.6)
+        return _name(dtype, op)
 
 
-_SERVED: dict = {}  # (torch dtype, RedOpType) -> reduce_op_name's answer: asked on every eager call
+def _name(dtype: torch.dtype, op) -> str | None:
+    name = _OPS.get(_R.SUM if op is None else getattr(op, "op", op))
+    return name if name is not None and serves_reduction(str(dtype).removeprefix("torch."), name) else None
+
+
+_SERVED: dict = {}  # (torch dtype, op as given) -> reduce_op_name's answer: asked on every eager call

@@ -8,7 +8,7 @@ import torch.distributed as dist
 
 
 class FinishedWork(dist.Work):
-    """A Python Work (about 1 us to make; one wrapping a torch Future costs about 6 us, on every eager call)."""
+    """A Python Work: about 1 us to make, where one wrapping a torch Future costs about 6 us."""
 
     def __init__(self, tensors: list):
         dist.Work.__init__(self)  # not super(): a half microsecond more on every call
@@ -37,3 +37,9 @@ class FinishedWork(dist.Work):
         future = torch.futures.Future()
         future.set_result(self._tensors)
         return future
+
+
+def finished(tensors: list, opts) -> FinishedWork | None:
+    """What a served call returns: nothing to torch.distributed's synchronous calls (``opts.asyncOp`` false), which
+    then skip waiting, as for a backend that synchronizes in C++; else a finished Work (about 2 us saved per call)."""
+    return None if getattr(opts, "asyncOp", True) is False else FinishedWork(tensors)

@@ -16,12 +16,13 @@ UNREDUCED = f"pymscclpp reduces only SUM, MIN, MAX, PRODUCT of {', '.join(DTYPE_
 
 def reduce_op_name(dtype: torch.dtype, op) -> str | None:
     """pymscclpp's name for ``op`` (a ReduceOp, its RedOpType, or None for SUM) when it reduces ``dtype``, else None."""
+    key = (dtype, hash(op) if _HASH_NAMES_OP and type(op) is dist.ReduceOp else op)
     try:
-        return _SERVED[dtype, op]  # a ReduceOp hashes and compares as its RedOpType: a third of hashing that
+        return _SERVED[key]
     except KeyError:
-        served = _SERVED[dtype, op] = _name(dtype, op)
+        served = _SERVED[key] = _name(dtype, op)
         return served
-    except TypeError:  # an unhashable op (a ReduceOp before torch 2.6)
+    except TypeError:  # an unhashable op (a ReduceOp of an older torch)
         return _name(dtype, op)
 
 
@@ -30,4 +31,14 @@ def _name(dtype: torch.dtype, op) -> str | None:
     return name if name is not None and serves_reduction(str(dtype).removeprefix("torch."), name) else None
 
 
-_SERVED: dict = {}  # (torch dtype, op as given) -> reduce_op_name's answer: asked on every eager call
+def _hash_names_op() -> bool:
+    """Whether a ReduceOp hashes as the value of its RedOpType (torch 2.11, 2.13): then the hash is its cache key,
+    a quarter of what comparing a new ReduceOp with a kept one costs (torch makes one per call)."""
+    try:
+        return all(hash(dist.ReduceOp(t)) == int(t) for t in (_R.SUM, _R.PRODUCT, _R.MIN, _R.MAX, _R.AVG, _R.BAND))
+    except TypeError:
+        return False
+
+
+_HASH_NAMES_OP = _hash_names_op()
+_SERVED: dict = {}  # (torch dtype, op or its hash) -> reduce_op_name's answer: asked on every eager call

@@ -16,7 +16,7 @@ UNREDUCED = f"pymscclpp reduces only SUM, MIN, MAX, PRODUCT of {', '.join(DTYPE_
 
 def reduce_op_name(dtype: torch.dtype, op) -> str | None:
     """pymscclpp's name for ``op`` (a ReduceOp, its RedOpType, or None for SUM) when it reduces ``dtype``, else None."""
-    key = (dtype, hash(op) if _HASH_NAMES_OP and type(op) is dist.ReduceOp else op)
+    key = (dtype, hash(op) if type(op) is _REDUCE_OP else op)
     try:
         return _SERVED[key]
     except KeyError:
@@ -32,13 +32,13 @@ def _name(dtype: torch.dtype, op) -> str | None:
 
 
 def _hash_names_op() -> bool:
-    """Whether a ReduceOp hashes as the value of its RedOpType (torch 2.11, 2.13): then the hash is its cache key,
-    a quarter of what comparing a new ReduceOp with a kept one costs (torch makes one per call)."""
+    """Whether a ReduceOp hashes as the value of its RedOpType (torch 2.11, 2.13): then its hash is its cache key,
+    a quarter of the cost of comparing the new ReduceOp torch makes for each call with a kept one."""
     try:
         return all(hash(dist.ReduceOp(t)) == int(t) for t in (_R.SUM, _R.PRODUCT, _R.MIN, _R.MAX, _R.AVG, _R.BAND))
     except TypeError:
         return False
 
 
-_HASH_NAMES_OP = _hash_names_op()
+_REDUCE_OP = dist.ReduceOp if _hash_names_op() else None  # whose objects are cached by their hash
 _SERVED: dict = {}  # (torch dtype, op or its hash) -> reduce_op_name's answer: asked on every eager call

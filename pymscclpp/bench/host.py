@@ -2,8 +2,9 @@
 disk cache served its kernel), and the eager enqueue cost of each collective against a one-element-wise torch
 op (a trivial numba kernel launch without torch) in the same process, the two measured in alternation so that
 drift reaches both; with torch on a GPU, also the CUDA-graph latency of a bf16 all-reduce at 1 KB, 64 KB and
-1 MB, and the eager cost of an all-reduce through the NCCL drop-in and the torch.distributed backend. Eager
-buffers are bf16 torch tensors (float32 numba arrays without torch).
+1 MB, and the eager cost of an all-reduce through the NCCL drop-in, the torch.distributed backend and a
+backend that does nothing (torch's own part of every call). Eager buffers are bf16 torch tensors (float32 numba
+arrays without torch).
 
 The first calls are timed at the eager size and, on GPUs, at 16 MB (the simple protocol's kernels).
 ``mpirun -np 2 python -m pymscclpp.bench --op host [--json FILE]``: on one GPU (ranks may share it) or on the

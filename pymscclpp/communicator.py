@@ -49,7 +49,7 @@ class Communicator(_RuntimeCommunicator):
         if hit is None:
             return False
         call = hit.call
-        handle = hit.extra(self.device) if stream is None else stream_handle(stream, sendbuf, self.device)
+        handle = hit.current_stream(self.device) if stream is None else stream_handle(stream, sendbuf, self.device)
         if handle != call.stream:
             call = hit.call = call._replace(stream=handle)
         self.raise_if_failed()

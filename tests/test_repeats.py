@@ -37,9 +37,9 @@ def call_on(send, recv) -> Call:
 
 def test_a_call_is_found_for_the_same_buffer_objects_only():
     cache, x = RepeatCache(Collection()), view()
-    cache.remember(("k",), x, None, ByAddress(), call_on(x, x), "extra")
+    cache.remember(("k",), x, None, ByAddress(), call_on(x, x), "stream of x")
     hit = cache.find(("k",), x, None)
-    assert hit is not None and hit.extra == "extra"
+    assert hit is not None and hit.current_stream == "stream of x"
     assert cache.find(("k",), view(), None) is None  # an equal view, another object
     assert cache.find(("k",), x, x) is None
 

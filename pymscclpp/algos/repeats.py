@@ -52,14 +52,15 @@ def _address_key(key: tuple, sendbuf, recvbuf) -> tuple | None:
 
 
 class Remembered:
-    """One remembered call: its algorithm, its Call (``call`` may be replaced: a new stream) and ``extra``, chosen
-    in the collection's ``generation``."""
+    """One remembered call: its algorithm, its Call (``call`` may be replaced: a new stream) and
+    ``current_stream(device)``, the stream a repeat with no stream runs on, chosen in the collection's
+    ``generation``."""
 
-    __slots__ = ("refs", "checks", "states", "algorithm", "call", "extra", "generation")
+    __slots__ = ("refs", "checks", "states", "algorithm", "call", "current_stream", "generation")
 
-    def __init__(self, refs, checks, states, algorithm: Algorithm, call: Call, extra, generation: int):
+    def __init__(self, refs, checks, states, algorithm: Algorithm, call: Call, current_stream, generation: int):
         self.refs, self.checks, self.states = refs, checks, states
-        self.algorithm, self.call, self.extra, self.generation = algorithm, call, extra, generation
+        self.algorithm, self.call, self.current_stream, self.generation = algorithm, call, current_stream, generation
 
 
 def _put(table: dict, key: tuple, entry: Remembered, limit: int) -> None:
@@ -77,7 +78,7 @@ class RepeatCache:
         self._by_object: dict[tuple, Remembered] = {}
         self._by_address: dict[tuple, Remembered] = {}
 
-    def remember(self, key: tuple, sendbuf, recvbuf, algorithm: Algorithm, call: Call, extra=None) -> None:
+    def remember(self, key: tuple, sendbuf, recvbuf, algorithm: Algorithm, call: Call, current_stream=None) -> None:
         """Remember the call just launched as ``key``, if its buffers have a cheap state."""
         checks = (state_of(sendbuf), state_of(recvbuf))
         if checks[0] is None or checks[1] is None:
@@ -86,7 +87,7 @@ class RepeatCache:
         if by_address:
             call = call._replace(sendbuf=None, recvbuf=None)
         refs = tuple(_dead if b is None else weakref.ref(b) for b in (sendbuf, recvbuf))
-        entry = Remembered(refs, checks, (checks[0](sendbuf), checks[1](recvbuf)), algorithm, call, extra,
+        entry = Remembered(refs, checks, (checks[0](sendbuf), checks[1](recvbuf)), algorithm, call, current_stream,
                            self._collection.generation)
         _put(self._by_object, key, entry, MAX_CALLS)
         address = _address_key(key, sendbuf, recvbuf) if by_address else None

@@ -133,6 +133,16 @@ def graph_us(torch, comm, nbytes: int, barrier, iters: int = 50, reps: int = 20)
     return time_graph(capture(lambda: comm.all_reduce(x), iters), iters, reps, barrier)
 
 
+def _first_calls(rows: dict, calls: dict, suffix: str, barrier, torch) -> None:
+    """Rows ``first_<collective><suffix>_s``: seconds of each collective's first call, to its end on the device."""
+    for c, fn in calls.items():
+        barrier()
+        start = time.perf_counter()
+        fn()
+        _sync(torch)
+        rows[f"first_{c}{suffix}_s"] = time.perf_counter() - start
+
+
 def _eager(rows: dict, name: str, fn, ref, calls: int, reps: int, barrier, torch) -> None:
     """Rows ``eager_<name>_us`` and ``eager_<name>_vs_reference`` (alternated with ``ref``)."""
     rows[f"eager_{name}_us"], rows[f"eager_{name}_vs_reference"] = paired_us(fn, ref, calls, reps, barrier, torch)
@@ -140,7 +150,8 @@ def _eager(rows: dict, name: str, fn, ref, calls: int, reps: int, barrier, torch
 
 def integration_us(torch, world, nbytes: int, ref, calls: int, reps: int) -> dict:
     """Eager host us per all-reduce of ``nbytes`` bf16 through the NCCL drop-in (raw pointers, torch's
-    stream) and the torch.distributed backend, each on a communicator of its own (GPU runs with torch only)."""
+    stream), the torch.distributed backend (each on a communicator of its own) and the floor backend of
+    ``_register_floor`` (GPU runs with torch only)."""
     import socket
 
     import torch.distributed as dist
@@ -208,21 +219,10 @@ def main(argv=None) -> int:
     rows["setup_s"] = time.perf_counter() - start
     bufs = Buffers(torch, comm, args.bytes)
     calls = {c: bufs.call(c) for c in COLLECTIVES}
-    for c, fn in calls.items():
-        world.Barrier()
-        start = time.perf_counter()
-        fn()
-        _sync(torch)
-        rows[f"first_{c}_s"] = time.perf_counter() - start
+    _first_calls(rows, calls, "", world.Barrier, torch)
     if pymscclpp.BACKEND == "gpu":  # the other size class: the simple protocol's kernels
         large = Buffers(torch, comm, LARGE_BYTES)
-        for c in COLLECTIVES:
-            fn = large.call(c)
-            world.Barrier()
-            start = time.perf_counter()
-            fn()
-            _sync(torch)
-            rows[f"first_{c}_16MB_s"] = time.perf_counter() - start
+        _first_calls(rows, {c: large.call(c) for c in COLLECTIVES}, "_16MB", world.Barrier, torch)
     rows["disk_cache_hits"] = sum(bool(getattr(getattr(a, "kernel_launch", None), "disk_cache_hit", False))
                                   for a in comm.algorithms.built())
     name, ref = reference_op(torch)

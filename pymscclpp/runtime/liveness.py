@@ -32,6 +32,7 @@ import re
 import struct
 import threading
 import time
+import weakref
 from typing import Callable
 
 from .._log import get_logger
@@ -39,10 +40,12 @@ from ..errors import InvalidUsageError, PeerDisconnectedError
 from .bootstrap.base import TAG_LIMIT, Deadline
 
 _log = get_logger("liveness")
-HEARTBEAT_TAG = TAG_LIMIT + 0x4C56  # bootstrap-reserved tag ("LV"): never a user tag
+HEARTBEAT_TAG = TAG_LIMIT + 0x4C56  # bootstrap-reserved tags ("LV"), one per monitor of a bootstrap: never user tags
+_MONITORS_MADE: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()  # bootstrap -> monitors started on it
 _BEAT = struct.Struct("<BQq")       # kind (1 beat, 2 bye), sequence number, sender's pid
 _BEAT_KIND, _BYE_KIND = 1, 2
 ENV = "PYMSCCLPP_LIVENESS"          # "0" turns the monitor off where a communicator would start it
+DECLARED = "declared dead by the liveness monitor: "  # how a monitor's verdict reads in the bootstrap's record
 _SHM_DIR = "/dev/shm"
 _SEGMENT = re.compile(r"^pymscclpp(?:-[a-z]+)*-(\d+)-[0-9a-f]+$")
 
@@ -134,11 +137,13 @@ class LivenessMonitor:
         self._mailbox = getattr(bootstrap, "_mailbox", None)
         self._beats = type(bootstrap).__name__ != "MpiBootstrap" and self._mailbox is not None
         self._lock = threading.Lock()
+        self._observing = threading.RLock()  # the thread's ticks and callers of ``dead()`` observe one at a time
         self._dead: dict[int, str] = {}
         self._left: set[int] = set()
         self._last: dict[int, float] = {}
         self.pids: dict[int, int] = {}
         self._seq = 0
+        self.tag = HEARTBEAT_TAG
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self.started_at: float | None = None
@@ -147,6 +152,11 @@ class LivenessMonitor:
     def start(self) -> "LivenessMonitor":
         """Exchange pids with every rank (collective) and start the monitor thread; returns self."""
         blobs = self.bootstrap.all_gather(struct.pack("<q", os.getpid()))
+        # the k-th monitor of a bootstrap on every rank (starting is collective) beats under tag k: monitors of one
+        # bootstrap never take each other's heartbeats or goodbyes
+        k = _MONITORS_MADE.get(self.bootstrap, 0)
+        _MONITORS_MADE[self.bootstrap] = k + 1
+        self.tag = HEARTBEAT_TAG + k
         self.pids = {r: struct.unpack("<q", b)[0] for r, b in enumerate(blobs) if r != self.rank}
         now = time.monotonic()
         self._last = {p: now for p in self.pids}
@@ -162,15 +172,19 @@ class LivenessMonitor:
         self._callbacks.append(callback)
 
     def dead(self) -> dict[int, str]:
-        """Dead peers so far, with the reason each was declared dead."""
+        """Dead peers so far, with the reason each was declared dead. What the bootstrap has already seen counts
+        at once, not from the monitor's next tick (a broken connection, or a death another monitor of the same
+        bootstrap declared)."""
+        if self.started_at is not None and self.size > 1:
+            self._observe()
         with self._lock:
             return dict(self._dead)
 
     def check(self) -> None:
-        """Raise PeerDisconnectedError naming the first dead peer, if any."""
+        """Raise PeerDisconnectedError naming the peer declared dead first (the likely cause), if any."""
         dead = self.dead()
         if dead:
-            peer = min(dead)
+            peer = next(iter(dead))
             others = sorted(set(dead) - {peer})
             more = f" (also dead: peers {others})" if others else ""
             raise PeerDisconnectedError(f"rank {self.rank}: peer {peer} (pid {self.pids.get(peer, '?')}) is dead: "
@@ -222,11 +236,15 @@ class LivenessMonitor:
 
     def _observe(self) -> None:
         """Drain heartbeats, then declare dead the peers whose connection broke or who went silent."""
-        lost = dict(getattr(self._mailbox, "_lost", {})) if self._mailbox is not None else {}
+        with self._observing:
+            self._observe_once()
+
+    def _observe_once(self) -> None:
+        lost = self._mailbox.lost() if self._mailbox is not None else {}
         now = time.monotonic()
         if self._beats:  # after snapshotting losses: a BYE precedes its connection's EOF
             for peer in self.pids:
-                while (data := self._mailbox.pop(peer, HEARTBEAT_TAG)) is not None:
+                while (data := self._mailbox.pop(peer, self.tag)) is not None:
                     if len(data) == _BEAT.size:
                         kind, _, _ = _BEAT.unpack(data)
                         self._last[peer] = now
@@ -235,8 +253,10 @@ class LivenessMonitor:
         for peer in self.pids:
             if peer in self._dead or peer in self._left:
                 continue
-            if peer in lost and not lost[peer].startswith("declared dead by the liveness monitor"):
-                self._declare(peer, f"its bootstrap connection broke ({lost[peer]})")
+            if peer in lost:  # a death another monitor of this bootstrap declared keeps its reason
+                why = lost[peer]
+                self._declare(peer, why[len(DECLARED):] if why.startswith(DECLARED)
+                              else f"its bootstrap connection broke ({why})")
             elif self._beats and now - self._last[peer] > self.dead_after:
                 self._declare(peer, f"no heartbeat for {now - self._last[peer]:.1f} s "
                                     f"(limit {self.dead_after} s): process frozen or host unreachable")
@@ -244,7 +264,7 @@ class LivenessMonitor:
     def _send(self, peer: int, kind: int) -> None:
         self._seq += 1
         try:
-            self.bootstrap._send(_BEAT.pack(kind, self._seq, os.getpid()), peer, HEARTBEAT_TAG,
+            self.bootstrap._send(_BEAT.pack(kind, self._seq, os.getpid()), peer, self.tag,
                                  Deadline(self.interval), f"liveness: heartbeat to peer {peer}")
         except Exception as exc:  # a broken connection is reported by the bootstrap's receiver
             _log.debug("rank %d: heartbeat to peer %d failed: %s", self.rank, peer, exc)
@@ -256,7 +276,7 @@ class LivenessMonitor:
             self._dead[peer] = reason
         _log.error("rank %d: peer %d (pid %s) declared dead: %s", self.rank, peer, self.pids.get(peer, "?"), reason)
         if self._mailbox is not None:
-            self._mailbox.lose(peer, f"declared dead by the liveness monitor: {reason}")
+            self._mailbox.lose(peer, DECLARED + reason)
         if self.reap:
             reap_segments([self.pids[peer]])
         for callback in self._callbacks:

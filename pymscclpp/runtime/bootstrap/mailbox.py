@@ -41,6 +41,11 @@ class Mailbox:
             self._lost.setdefault(peer, reason)
             self._cond.notify_all()
 
+    def lost(self) -> dict[int, str]:
+        """The peers recorded as gone, with the reason each was first recorded."""
+        with self._cond:
+            return dict(self._lost)
+
     def close(self) -> None:
         """Wake every waiter with an error: this rank's bootstrap is closed."""
         with self._cond:

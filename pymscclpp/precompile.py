@@ -1,5 +1,5 @@
 """``python -m pymscclpp.precompile``: compile, for this machine's GPU, every kernel a Communicator of the given
-rank counts on one host compiles (``algos.oneshot.entry_kernels``) into the kernel cache, so that a server's
+rank counts on one host compiles (``algos.entries.entry_kernels``) into the kernel cache, so that a server's
 first calls load them from disk. Prints a line per kernel (rank count, compile seconds or ``cached``) and a total.
 
 One process per entry kernel compiles its rank counts one after another (numba's cache index of a kernel is
@@ -34,7 +34,7 @@ class Built(NamedTuple):
 
 def build(kernel: str, ranks: list[int]) -> list[Built]:
     """Compile (or find in the cache) entry kernel ``kernel`` for each rank count of ``ranks`` on this GPU."""
-    from .algos.oneshot import entry_kernels
+    from .algos.entries import entry_kernels
     from .runtime import kernel_cache
     out = []
     for nranks in ranks:
@@ -90,7 +90,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"pymscclpp.precompile: the {BACKEND} backend runs no compiled kernels (no GPU): nothing to compile")
         return 0
     from numba import cuda
-    from .algos.oneshot import entry_kernels
+    from .algos.entries import entry_kernels
     from .runtime import kernel_cache
     major, minor = cuda.get_current_device().compute_capability
     ranks = args.ranks or list(range(2, max(2, len(cuda.gpus)) + 1))

@@ -27,7 +27,7 @@ def _requested(comm, state) -> set:
 
 
 def test_a_communicators_one_shot_launches_are_exactly_the_precompiled_kernels():
-    from pymscclpp.algos.oneshot import entry_kernels
+    from pymscclpp.algos.entries import entry_kernels
     pool = RankPool(2, preload=("pymscclpp.communicator",))  # the ranks fork from a process that imported it
     try:
         requested = pool.run(_requested)

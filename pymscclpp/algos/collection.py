@@ -18,12 +18,24 @@ from ..runtime.backend import IS_SIM
 from .algorithm import COLLECTIVES, Algorithm, Call
 from .cross_host import CrossHost
 from .oneshot import BY_COLLECTIVE, PACKET_MAX, AllReduce
+from .twoshot import TWO_STEP
 
 _INF = float("inf")
-# all_reduce measured on 2 x H200 (docs/performance.md); the others take its packet/simple threshold for now.
-DEFAULT_TABLE = {"all_reduce": [(16 << 10, "packet"), (256 << 10, "packet_wide"), (_INF, "simple")],
-                 **{name: [(256 << 10, "packet"), (_INF, "simple")] for name in BY_COLLECTIVE if name != "all_reduce"}}
+TWO_STEP_NAMES = {"all_reduce": "rsag", "all_gather": "read", "broadcast": "scatter_gather"}
 _CHOICES = 256  # remembered call shapes
+
+
+def default_table(nranks: int) -> dict:
+    """The built-in selection table for ``nranks`` ranks: packets for small messages; above, the one-shot simple
+    kernels at 2 ranks (where they move no more than two steps do) and the two-step ones from 3 ranks up
+    (all-gather at any rank count: its reads move each byte once)."""
+    small = [(16 << 10, "packet"), (256 << 10, "packet_wide")]
+    table = {"all_reduce": small + [(_INF, "simple" if nranks <= 2 else "rsag")]}
+    for name in BY_COLLECTIVE:
+        if name != "all_reduce":
+            large = TWO_STEP_NAMES[name] if name in TWO_STEP and (nranks > 2 or name == "all_gather") else "simple"
+            table[name] = [(256 << 10, "packet"), (_INF, large)]
+    return table
 
 
 def builtin_factories() -> dict[tuple[str, str], Callable[[], Algorithm]]:
@@ -34,6 +46,9 @@ def builtin_factories() -> dict[tuple[str, str], Callable[[], Algorithm]]:
     for collective, cls in BY_COLLECTIVE.items():
         out[collective, "packet"] = lambda cls=cls: cls("packet", "packet", *grid["packet"], PACKET_MAX)
         out[collective, "simple"] = lambda cls=cls: cls("simple", "simple", *grid["simple"])
+    for collective, cls in TWO_STEP.items():
+        out[collective, TWO_STEP_NAMES[collective]] = lambda cls=cls, n=TWO_STEP_NAMES[collective]: \
+            cls(n, "simple", *grid["simple"])
     for collective in BY_COLLECTIVE:  # ranks on several hosts: the one-shot kernels need one host, these do not
         out[collective, "cross_host_ll"] = lambda c=collective: CrossHost("cross_host_ll", c, "LL", 64 << 10)
         out[collective, "cross_host"] = lambda c=collective: CrossHost("cross_host", c)
@@ -42,19 +57,23 @@ def builtin_factories() -> dict[tuple[str, str], Callable[[], Algorithm]]:
     return out
 
 
-def load_table() -> dict:
-    """The selection table: the defaults, overridden per collective by the tuner's file if PYMSCCLPP_TUNING_FILE
-    names one."""
+def load_table(nranks: int = 2) -> dict:
+    """The selection table for ``nranks`` ranks: the defaults, overridden per collective by the tuner's file if
+    PYMSCCLPP_TUNING_FILE names one. The file maps each collective to its rows, or each rank count ("8") to such a
+    table (the tuner writes one per rank count it ran at); a rank count it lacks keeps the defaults."""
+    defaults = default_table(nranks)
     path = os.environ.get("PYMSCCLPP_TUNING_FILE")
     if not path:
-        return DEFAULT_TABLE
+        return defaults
     try:
         with open(path) as f:
             raw = json.load(f)
+        if raw and all(str(key).isdigit() for key in raw):
+            raw = raw.get(str(nranks), {})
         tuned = {op: [(float(limit), str(name)) for limit, name in rows] for op, rows in raw.items()}
-    except (OSError, ValueError, TypeError) as exc:
+    except (OSError, ValueError, TypeError, AttributeError) as exc:
         raise InvalidUsageError(f"PYMSCCLPP_TUNING_FILE={path!r}: cannot read a selection table ({exc})") from None
-    return {**DEFAULT_TABLE, **tuned}
+    return {**defaults, **tuned}
 
 
 class AlgorithmCollection:
@@ -62,7 +81,7 @@ class AlgorithmCollection:
 
     def __init__(self, comm):
         self.comm = comm
-        self.table = load_table()
+        self.table = load_table(comm.size)
         self._factories = builtin_factories()
         self._built: dict[tuple[str, str], Algorithm] = {}
         self._ready: set[tuple[str, str]] = set()

@@ -178,9 +178,3 @@ class Broadcast(OneShot):
 BY_COLLECTIVE = {"all_reduce": AllReduce, "all_gather": AllGather, "reduce_scatter": ReduceScatter,
                  "all_to_all": AllToAll, "broadcast": Broadcast}
 
-
-def entry_kernels(nranks: int) -> dict[str, tuple]:
-    """(entry kernel, argument types) by kernel name of every one-shot kernel a communicator of ``nranks`` ranks
-    (on one host) compiles: one per family and protocol, whatever the dtype, op, grid or buffers."""
-    return {kernel.py_func.__name__: (kernel, cls.argtypes(nranks))
-            for cls in BY_COLLECTIVE.values() for kernel in cls.kernels.values()}

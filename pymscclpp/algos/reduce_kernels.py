@@ -10,7 +10,6 @@ from __future__ import annotations
 
 from numba import cuda
 
-from ..channels import primitives as prim
 from ..channels import reduce as red
 from ..channels.device_errors import OP_PACKET
 from .blocks import (LL, SIMPLE, begin_and_send, begin_call, calls_agree, end_round, rounds, scale,
@@ -18,31 +17,15 @@ from .blocks import (LL, SIMPLE, begin_and_send, begin_call, calls_agree, end_ro
 
 
 @cuda.jit(device=True)
-def reduce_slots(proto, out, at, inp, own_off, rank, scratch, base, slot_bytes, nranks, n, tid, nt, flag, kind, op,
-                 chans):
-    """``out[at:]`` = every rank's slot reduced in rank order: ours from ``inp[own_off:]``, slot r from our
-    scratch at ``base + r * slot_bytes`` (packets waited for; simple after the round's signals)."""
+def reduce_own_slot(proto, out, at, inp, own_off, rank, scratch, base, slot_bytes, nranks, n, tid, nt, flag, kind, op,
+                    chans):
+    """``out[at:]`` = every rank's slot reduced in rank order, in one pass: ours from ``inp[own_off:]``, slot r
+    from our scratch at ``base + r * slot_bytes`` (packets waited for; simple after the round's signals)."""
     if proto == LL:
         red.reduce_packets_ll16(out, at, inp, own_off, rank, scratch, base, slot_bytes, nranks, n, tid, nt, flag,
                                 kind, op, chans[0], OP_PACKET)
-        return
-    own = inp
-    off = own_off
-    if rank >= 2:  # ``out`` may alias our slot, and is written before our turn in rank order comes
-        prim.copy_bytes(scratch, base + rank * slot_bytes, inp, own_off, n, tid, nt)
-        cuda.syncthreads()
-        own = scratch
-        off = base + rank * slot_bytes
-    for r in range(1, nranks):
-        acc = out
-        acc_off = at
-        if r == 1:
-            acc = own if rank == 0 else scratch
-            acc_off = off if rank == 0 else base
-        src = own if r == rank else scratch
-        src_off = off if r == rank else base + r * slot_bytes
-        red.reduce_bytes(out, at, acc, acc_off, src, src_off, n, tid, nt, kind, op)
-        cuda.syncthreads()  # the next step reads ``out`` in its own thread layout
+    else:
+        red.reduce_slots(out, at, inp, own_off, rank, scratch, base, slot_bytes, nranks, n, tid, nt, kind, op)
 
 
 @cuda.jit(device=True)
@@ -61,7 +44,7 @@ def reduce(proto, chans, cc, fp, inp, out, scratch, flags, nbytes, slot_bytes, r
             if proto != LL:
                 signal_and_wait_all(chans, nranks)
             if n > 0:
-                reduce_slots(proto, out, at, inp, rank * send_stride + at, rank, scratch, half + sc * lo, slot_bytes,
+                reduce_own_slot(proto, out, at, inp, rank * send_stride + at, rank, scratch, half + sc * lo, slot_bytes,
                              nranks, n, tid, nt, flag, kind, op, chans)
         end_round(flags, flag)
 

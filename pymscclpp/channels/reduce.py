@@ -166,3 +166,91 @@ def reduce_packets_ll16(dst, dst_off, local, local_off, local_slot, pkt, pkt_off
         put_word(dst, dst_off + off + 4, a1, rem - 4)
         i += nthreads
     return True
+
+
+@cuda.jit(device=True)
+def reduce_slots(dst, dst_off, own, own_off, own_slot, slots, slots_off, stride, nslots, nbytes, tid, nthreads,
+                 kind, op):
+    """``dst[dst_off:]`` = the ``nslots`` sources reduced in slot order, each element read once: slot
+    ``own_slot`` from ``own[own_off:]``, slot s from ``slots[slots_off + s * stride:]``. One pass (not one per
+    source), so ``dst`` may alias any source at the same offsets (in place)."""
+    al = address_of(dst, dst_off) | address_of(own, own_off) | address_of(slots, slots_off) | np.uint64(stride)
+    done = 0
+    if al & _U15 == _ZERO64:
+        nvec = nbytes // 16
+        i = tid
+        while i < nvec:
+            o = i * 16
+            a0, a1, a2, a3 = load_v4(own, own_off + o) if own_slot == 0 else load_v4(slots, slots_off + o)
+            for s in range(1, nslots):
+                if s == own_slot:
+                    x0, x1, x2, x3 = load_v4(own, own_off + o)
+                else:
+                    x0, x1, x2, x3 = load_v4(slots, slots_off + s * stride + o)
+                a0 = combine_word(a0, x0, kind, op)
+                a1 = combine_word(a1, x1, kind, op)
+                a2 = combine_word(a2, x2, kind, op)
+                a3 = combine_word(a3, x3, kind, op)
+            store_v4(dst, dst_off + o, a0, a1, a2, a3)
+            i += nthreads
+        done = nvec * 16
+    size = itemsize_of(kind)
+    i = done // size + tid
+    nelem = nbytes // size
+    while i < nelem:  # tail and unaligned buffers: one element per step, through a zero-padded word
+        o = i * size
+        a = gather_word(own, own_off + o, size) if own_slot == 0 else gather_word(slots, slots_off + o, size)
+        for s in range(1, nslots):
+            if s == own_slot:
+                x = gather_word(own, own_off + o, size)
+            else:
+                x = gather_word(slots, slots_off + s * stride + o, size)
+            a = combine_word(a, x, kind, op)
+        scatter_word(dst, dst_off + o, a, size)
+        i += nthreads
+
+
+@cuda.jit(device=True)
+def reduce_peers(dst, dst_off, copy, copy_off, own, own_off, rank, chans, peer_off, nranks, nbytes, tid, nthreads,
+                 kind, op):
+    """``dst[dst_off:]`` and ``copy[copy_off:]`` = every rank's data reduced in rank order, each element read once:
+    ours from ``own[own_off:]``, rank r's from the peer memory ``chans[j].dst[peer_off:]`` of its channel
+    (``chans[j]`` is the j-th peer in rank order). ``dst`` may alias ``own`` at the same offset (in place)."""
+    al = address_of(dst, dst_off) | address_of(copy, copy_off) | address_of(own, own_off)
+    for j in range(nranks - 1):
+        al = al | address_of(chans[j].dst, peer_off)
+    done = 0
+    if al & _U15 == _ZERO64:
+        nvec = nbytes // 16
+        i = tid
+        while i < nvec:
+            o = i * 16
+            a0, a1, a2, a3 = load_v4(own, own_off + o) if rank == 0 else load_v4(chans[0].dst, peer_off + o)
+            for r in range(1, nranks):
+                if r == rank:
+                    x0, x1, x2, x3 = load_v4(own, own_off + o)
+                else:
+                    x0, x1, x2, x3 = load_v4(chans[r if r < rank else r - 1].dst, peer_off + o)
+                a0 = combine_word(a0, x0, kind, op)
+                a1 = combine_word(a1, x1, kind, op)
+                a2 = combine_word(a2, x2, kind, op)
+                a3 = combine_word(a3, x3, kind, op)
+            store_v4(dst, dst_off + o, a0, a1, a2, a3)
+            store_v4(copy, copy_off + o, a0, a1, a2, a3)
+            i += nthreads
+        done = nvec * 16
+    size = itemsize_of(kind)
+    i = done // size + tid
+    nelem = nbytes // size
+    while i < nelem:  # tail and unaligned buffers: one element per step, through a zero-padded word
+        o = i * size
+        a = gather_word(own, own_off + o, size) if rank == 0 else gather_word(chans[0].dst, peer_off + o, size)
+        for r in range(1, nranks):
+            if r == rank:
+                x = gather_word(own, own_off + o, size)
+            else:
+                x = gather_word(chans[r if r < rank else r - 1].dst, peer_off + o, size)
+            a = combine_word(a, x, kind, op)
+        scatter_word(dst, dst_off + o, a, size)
+        scatter_word(copy, copy_off + o, a, size)
+        i += nthreads

@@ -58,7 +58,7 @@ def main() -> int:
     second = _precompile(["--ranks", a.ranks])
     checks["second run finds every kernel cached"] = len(second) == expected and all(x.endswith("cached")
                                                                                       for x in second)
-    from pymscclpp.algos.oneshot import entry_kernels
+    from pymscclpp.algos.entries import entry_kernels
     pool = RankPool(2)
     try:
         ranks = pool.run(_launches)  # a launch whose values differ from the declared types raises here

@@ -1,0 +1,163 @@
+"""Two-step kernels for large messages at many ranks, read-based (MSCCL++'s ``rsag``): each rank stages its data in
+its own scratch, and peers read what they need from it through their channels, so a byte crosses a link once.
+Per round of the message: stage, a barrier with every peer, then reads (and, for all-reduce and broadcast, a
+second barrier and a second read step). Shards are 16-byte aligned, one per rank; block b of every rank owns the
+same slice of every shard, so per-block semaphores order everything. Scratch halves alternate by per-block flag
+parity as in every one-shot kernel on the same lanes; a rank rewrites a half two rounds later, after a barrier
+that every reader of its previous use has passed.
+
+Traffic per rank, N the message (all-gather: the gathered output): all-reduce sends and receives 2N(n-1)/n;
+all-gather N(n-1)/n; broadcast: the root sends 2N(n-1)/n, every other rank receives N.
+"""
+
+from __future__ import annotations
+
+from numba import cuda
+
+from ..channels import memory_channel as mc
+from ..channels import primitives as prim
+from ..channels import reduce as red
+from .blocks import begin_call, calls_agree, copy_unless_same, end_round, peer_rank, signal_and_wait_all
+
+
+@cuda.jit(device=True)
+def shard_bytes(rem, nranks):
+    """Bytes of each rank's shard of a round of ``rem`` bytes (a multiple of 16; the last shard may be shorter)."""
+    return ((rem + nranks - 1) // nranks + 15) // 16 * 16
+
+
+@cuda.jit(device=True)
+def shard_slice(rem, nranks, s):
+    """(offset within the round, offset within the shard, byte count) of the calling block's slice of shard ``s``
+    of a round of ``rem`` bytes; count <= 0: none."""
+    sh = shard_bytes(rem, nranks)
+    start = min(s * sh, rem)
+    length = min(sh, rem - start)
+    nb = cuda.gridDim.x
+    per = ((sh + nb - 1) // nb + 15) // 16 * 16
+    lo = min(cuda.blockIdx.x * per, length)
+    return start + lo, lo, min(per, length - lo)
+
+
+@cuda.jit(device=True)
+def round_bytes(slot_bytes, nranks, slots):
+    """Message bytes per round when a round may use ``slots`` scratch slots: a multiple of 16 per shard."""
+    return slots * slot_bytes // (16 * nranks) * (16 * nranks)
+
+
+@cuda.jit(device=True)
+def begin_two_step(flags, nranks, slot_bytes):
+    """(flag, scratch half) of the calling block's round: halves of ``nranks`` slots, as every kernel on the lanes."""
+    flag = mc.packet_flag_begin(flags)
+    return flag, (flag % 2) * nranks * slot_bytes
+
+
+@cuda.jit(device=True)
+def all_reduce_rsag(chans, cc, fp, inp, out, scratch, flags, nbytes, slot_bytes, rank, nranks, kind, op):
+    """Two-shot all-reduce of ``nbytes``: stage the other ranks' shards of our input in our scratch; rank r reduces
+    shard r in rank order reading every peer's staged copy (bit-identical everywhere: one rank reduces each shard),
+    writes it to ``out`` and to its scratch; then every rank reads the reduced shards it lacks. Nothing is staged,
+    read or written unless the ranks' calls agree."""
+    tid, nt = cuda.threadIdx.x, cuda.blockDim.x
+    begin_call(cc, fp, rank, nranks)
+    if not calls_agree(cc, fp, rank, nranks):
+        return
+    rb = round_bytes(slot_bytes, nranks, nranks - 1)  # + a shard of reduced data fits the half's nranks slots
+    for base in range(0, nbytes, rb):
+        flag, half = begin_two_step(flags, nranks, slot_bytes)
+        rem = min(rb, nbytes - base)
+        for s in range(nranks):
+            at, _, n = shard_slice(rem, nranks, s)
+            if s != rank and n > 0:
+                prim.copy_bytes(scratch, half + at, inp, base + at, n, tid, nt)
+        signal_and_wait_all(chans, nranks)
+        at, lo, n = shard_slice(rem, nranks, rank)
+        if n > 0:
+            red.reduce_peers(out, base + at, scratch, half + rb + lo, inp, base + at, rank, chans, half + at, nranks,
+                             n, tid, nt, kind, op)
+        signal_and_wait_all(chans, nranks)
+        for j in range(nranks - 1):
+            at, lo, n = shard_slice(rem, nranks, peer_rank(j, rank))
+            if n > 0:
+                prim.copy_bytes(out, base + at, chans[j].dst, half + rb + lo, n, tid, nt)
+        end_round(flags, flag)
+
+
+@cuda.jit(cache=True)
+def all_reduce_rsag_simple(chans, cc, fp, inp, out, scratch, flags, nbytes, slot_bytes, rank, nranks, kind, op):
+    """``all_reduce_rsag`` (simple protocol: puts and semaphores)."""
+    all_reduce_rsag(chans, cc, fp, inp, out, scratch, flags, nbytes, slot_bytes, rank, nranks, kind, op)
+
+
+@cuda.jit(device=True)
+def all_gather_read(chans, cc, fp, inp, out, scratch, flags, nbytes, slot_bytes, rank, nranks):
+    """All-gather of ``nbytes`` per rank: stage our data in our scratch, then read every peer's staged data into
+    its slot of ``out``; rounds of ``slot_bytes``. One barrier per round: a peer reads round k's stage before it
+    signals round k + 1, and the half is rewritten in round k + 2."""
+    tid, nt = cuda.threadIdx.x, cuda.blockDim.x
+    begin_call(cc, fp, rank, nranks)
+    if not calls_agree(cc, fp, rank, nranks):
+        return
+    for base in range(0, nbytes, slot_bytes):
+        flag, half = begin_two_step(flags, nranks, slot_bytes)
+        rem = min(slot_bytes, nbytes - base)
+        at, _, n = shard_slice(rem, 1, 0)
+        if n > 0:
+            prim.copy_bytes(scratch, half + at, inp, base + at, n, tid, nt)
+            copy_unless_same(out, rank * nbytes + base + at, inp, base + at, n, tid, nt)
+        signal_and_wait_all(chans, nranks)
+        if n > 0:
+            for j in range(nranks - 1):
+                prim.copy_bytes(out, peer_rank(j, rank) * nbytes + base + at, chans[j].dst, half + at, n, tid, nt)
+        end_round(flags, flag)
+
+
+@cuda.jit(cache=True)
+def all_gather_read_simple(chans, cc, fp, inp, out, scratch, flags, nbytes, slot_bytes, rank, nranks):
+    """``all_gather_read`` (simple protocol)."""
+    all_gather_read(chans, cc, fp, inp, out, scratch, flags, nbytes, slot_bytes, rank, nranks)
+
+
+@cuda.jit(device=True)
+def broadcast_scatter_gather(chans, cc, fp, inp, out, scratch, flags, nbytes, slot_bytes, rank, nranks, root):
+    """Broadcast as scatter + all-gather: the root stages its data; rank r reads shard r from the root into ``out``
+    and its own scratch; then every non-root rank reads each other shard from the rank holding it (the root's own
+    shard from the root). The root sends 2N(n-1)/n, not N(n-1)."""
+    tid, nt = cuda.threadIdx.x, cuda.blockDim.x
+    begin_call(cc, fp, rank, nranks)
+    if not calls_agree(cc, fp, rank, nranks):
+        return
+    rb = round_bytes(slot_bytes, nranks, nranks)
+    src = chans[0]
+    for j in range(nranks - 1):
+        if peer_rank(j, rank) == root:
+            src = chans[j]
+    for base in range(0, nbytes, rb):
+        flag, half = begin_two_step(flags, nranks, slot_bytes)
+        rem = min(rb, nbytes - base)
+        if rank == root:
+            for s in range(nranks):
+                at, _, n = shard_slice(rem, nranks, s)
+                if n > 0:
+                    prim.copy_bytes(scratch, half + at, inp, base + at, n, tid, nt)
+                    copy_unless_same(out, base + at, inp, base + at, n, tid, nt)
+        signal_and_wait_all(chans, nranks)
+        at, _, n = shard_slice(rem, nranks, rank)
+        if rank != root and n > 0:
+            prim.copy_bytes(out, base + at, src.dst, half + at, n, tid, nt)
+            cuda.syncthreads()  # the copy below may spread the bytes over threads differently
+            prim.copy_bytes(scratch, half + at, out, base + at, n, tid, nt)
+        signal_and_wait_all(chans, nranks)
+        if rank != root:
+            for j in range(nranks - 1):
+                at, _, n = shard_slice(rem, nranks, peer_rank(j, rank))
+                if n > 0:
+                    prim.copy_bytes(out, base + at, chans[j].dst, half + at, n, tid, nt)
+        end_round(flags, flag)
+
+
+@cuda.jit(cache=True)
+def broadcast_scatter_gather_simple(chans, cc, fp, inp, out, scratch, flags, nbytes, slot_bytes, rank, nranks,
+                                    root):
+    """``broadcast_scatter_gather`` (simple protocol)."""
+    broadcast_scatter_gather(chans, cc, fp, inp, out, scratch, flags, nbytes, slot_bytes, rank, nranks, root)

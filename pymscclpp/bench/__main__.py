@@ -54,7 +54,9 @@ def main(argv=None) -> int:
     ap.add_argument("--reps", type=int, default=3 if IS_SIM else 20, help="timed runs; the median is reported")
     ap.add_argument("--warmup", type=int, default=1 if IS_SIM else 5)
     ap.add_argument("--check", action="store_true", help="random data, verified at every size")
-    ap.add_argument("--compare", choices=["nccl", "none"], default="nccl")
+    ap.add_argument("--compare", choices=["nccl", "floor", "none"], default="nccl",
+                    help="time NCCL in the same run, or the memory floor (one local torch op moving the same bytes "
+                         "on every rank: the reference on one GPU shared by ranks, where NCCL cannot run)")
     ap.add_argument("--algo", help="force one pymscclpp algorithm")
     ap.add_argument("--json", help="write the results here (rank 0)")
     ap.add_argument("--plot", help="write a PNG of latency and busbw against size here (rank 0)")

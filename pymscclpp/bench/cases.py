@@ -2,7 +2,10 @@
 
 Sizes follow nccl-tests: all_gather counts the gathered output, reduce_scatter and all_to_all the
 per-rank input, broadcast and all_reduce the buffer. Inputs are small integers so every dtype and
-summation order is exact, and pymscclpp's output can be compared with NCCL's element by element.
+summation order is exact, and pymscclpp's output can be compared with NCCL's element by element, or with
+the expected result every rank computes from every rank's (seeded) input. The floor is the same bytes moved by
+one local torch op on each rank: ``torch.add(a, b, out=c)`` of the element count for all_reduce (a perfect
+two-rank all-reduce's traffic), ``dst.copy_(src)`` of the collective's bytes for the others.
 """
 
 from __future__ import annotations
@@ -16,9 +19,11 @@ class Case:
     """Buffers and calls of one collective at one size."""
     count: int                      # elements counted for the size column
     ours: Callable[[], None]
-    nccl: Callable[[], None]
+    nccl: Callable[[], None] | None  # None: no process group (a floor run)
     outputs: tuple                  # (ours, nccl) output tensors to compare
     bus_factor: float
+    floor: Callable[[], None]       # the local torch op moving the same bytes
+    expected: Callable[[], object]  # our output's exact value, from every rank's input
 
 
 def _data(torch, dtype, count: int, rank: int, salt: int):
@@ -27,38 +32,59 @@ def _data(torch, dtype, count: int, rank: int, salt: int):
     return torch.randint(low, high, (count,), device="cuda", generator=gen).to(dtype)
 
 
+def _reduced(torch, dtype, count: int, n: int, salt: int, redop: str):
+    """Every rank's input of ``count`` elements reduced in rank order (exact: small integers)."""
+    fold = {"sum": torch.add, "min": torch.minimum, "max": torch.maximum}[redop]
+    acc = _data(torch, dtype, count, 0, salt).float()
+    for r in range(1, n):
+        acc = fold(acc, _data(torch, dtype, count, r, salt).float())
+    return acc.to(dtype)
+
+
+def _copy_floor(torch, dtype, count: int) -> Callable[[], None]:
+    src, dst = torch.zeros(count, dtype=dtype, device="cuda"), torch.empty(count, dtype=dtype, device="cuda")
+    return lambda: dst.copy_(src)
+
+
 def make_case(op: str, comm, dist, torch, dtype, nbytes: int, redop: str, algo: str | None) -> Case:
-    """The Case of collective ``op`` moving ``nbytes`` (rounded to whole elements and ranks)."""
+    """The Case of collective ``op`` moving ``nbytes`` (rounded to whole elements and ranks); ``dist`` None: no
+    NCCL reference (the case's ``nccl`` is None)."""
     n, rank = comm.size, comm.rank
     itemsize = torch.tensor([], dtype=dtype).element_size()
     count = max(1, nbytes // itemsize)
-    reduce_op = {"sum": dist.ReduceOp.SUM, "min": dist.ReduceOp.MIN, "max": dist.ReduceOp.MAX}[redop]
+    reduce_op = {"sum": dist.ReduceOp.SUM, "min": dist.ReduceOp.MIN, "max": dist.ReduceOp.MAX}[redop] if dist else None
     kw = {} if algo is None else {"algo": algo}
+    empty = lambda k: torch.empty(k, dtype=dtype, device="cuda")  # noqa: E731
     if op == "all_reduce":
         x = _data(torch, dtype, count, rank, 1)
-        out, ref = torch.empty_like(x), torch.empty_like(x)
+        out, ref, y, z = torch.empty_like(x), torch.empty_like(x), torch.empty_like(x), torch.zeros_like(x)
         return Case(count, lambda: comm.all_reduce(x, out, op=redop, **kw),
-                    lambda: (ref.copy_(x), dist.all_reduce(ref, op=reduce_op)), (out, ref), 2 * (n - 1) / n)
+                    dist and (lambda: (ref.copy_(x), dist.all_reduce(ref, op=reduce_op))), (out, ref), 2 * (n - 1) / n,
+                    lambda: torch.add(x, z, out=y), lambda: _reduced(torch, dtype, count, n, 1, redop))
+    part = max(1, count // n)
     if op == "all_gather":
-        part = max(1, count // n)
         x = _data(torch, dtype, part, rank, 2)
-        out, ref = torch.empty(part * n, dtype=dtype, device="cuda"), torch.empty(part * n, dtype=dtype, device="cuda")
-        return Case(part * n, lambda: comm.all_gather(x, out, **kw), lambda: dist.all_gather_into_tensor(ref, x),
-                    (out, ref), (n - 1) / n)
+        out, ref = empty(part * n), empty(part * n)
+        return Case(part * n, lambda: comm.all_gather(x, out, **kw), dist and (lambda: dist.all_gather_into_tensor(ref, x)),
+                    (out, ref), (n - 1) / n, _copy_floor(torch, dtype, part * n),
+                    lambda: torch.cat([_data(torch, dtype, part, p, 2) for p in range(n)]))
     if op == "reduce_scatter":
-        part = max(1, count // n)
         x = _data(torch, dtype, part * n, rank, 3)
-        out, ref = torch.empty(part, dtype=dtype, device="cuda"), torch.empty(part, dtype=dtype, device="cuda")
+        out, ref = empty(part), empty(part)
         return Case(part * n, lambda: comm.reduce_scatter(x, out, op=redop, **kw),
-                    lambda: dist.reduce_scatter_tensor(ref, x, op=reduce_op), (out, ref), (n - 1) / n)
+                    dist and (lambda: dist.reduce_scatter_tensor(ref, x, op=reduce_op)), (out, ref), (n - 1) / n,
+                    _copy_floor(torch, dtype, part * n),
+                    lambda: _reduced(torch, dtype, part * n, n, 3, redop)[rank * part:(rank + 1) * part])
     if op == "all_to_all":
-        part = max(1, count // n)
         x = _data(torch, dtype, part * n, rank, 4)
         out, ref = torch.empty_like(x), torch.empty_like(x)
-        return Case(part * n, lambda: comm.all_to_all(x, out, **kw), lambda: dist.all_to_all_single(ref, x),
-                    (out, ref), (n - 1) / n)
+        return Case(part * n, lambda: comm.all_to_all(x, out, **kw), dist and (lambda: dist.all_to_all_single(ref, x)),
+                    (out, ref), (n - 1) / n, _copy_floor(torch, dtype, part * n),
+                    lambda: torch.cat([_data(torch, dtype, part * n, p, 4)[rank * part:(rank + 1) * part]
+                                       for p in range(n)]))
     if op == "broadcast":
         src = _data(torch, dtype, count, rank, 5)
         buf, ref = src.clone(), src.clone()
-        return Case(count, lambda: comm.broadcast(buf, 0, **kw), lambda: dist.broadcast(ref, 0), (buf, ref), 1.0)
+        return Case(count, lambda: comm.broadcast(buf, 0, **kw), dist and (lambda: dist.broadcast(ref, 0)), (buf, ref),
+                    1.0, _copy_floor(torch, dtype, count), lambda: _data(torch, dtype, count, 0, 5))
     raise ValueError(f"unknown collective {op!r}")

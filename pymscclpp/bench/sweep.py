@@ -10,11 +10,12 @@ from .timing import capture, time_eager, time_graph
 _TORCH_DTYPES = {"bfloat16": "bfloat16", "float16": "float16", "float32": "float32", "int32": "int32",
                  "uint8": "uint8"}
 HEADER = (f"{'size':>12} {'count':>12} {'type':>9} {'redop':>6} | {'pymscclpp us':>12} {'algbw':>7} {'busbw':>7} "
-           f"{'#wrong':>6} | {'nccl us':>9} {'algbw':>7} {'busbw':>7} | {'speedup':>7}")
+           f"{'#wrong':>6} | {'REF us':>9} {'algbw':>7} {'busbw':>7} | {'speedup':>7}")
 
 
-def _setup():
-    """mpi4py world, torch device and process group, pymscclpp communicator."""
+def _setup(nccl: bool):
+    """mpi4py world, torch device, pymscclpp communicator and (``nccl``) NCCL's process group, else None for it.
+    Ranks sharing a GPU (CUDA MPS) take device ``local % count``."""
     try:
         import torch
     except ImportError:
@@ -27,13 +28,21 @@ def _setup():
     world = MPI.COMM_WORLD
     rank, size = world.Get_rank(), world.Get_size()
     local = int(os.environ.get("OMPI_COMM_WORLD_LOCAL_RANK", os.environ.get("MPI_LOCALRANKID", rank)))
+    local %= torch.cuda.device_count()
     torch.cuda.set_device(local)
+    comm = pymscclpp.Communicator.from_mpi(world)
+    if not nccl:
+        return world, comm, torch, None
     os.environ.setdefault("MASTER_ADDR", "127.0.0.1")
     port = world.bcast(29500 + (os.getpid() % 1000) if rank == 0 else None)
     os.environ["MASTER_PORT"] = str(port)
     dist.init_process_group("nccl", rank=rank, world_size=size, device_id=torch.device("cuda", local))
-    comm = pymscclpp.Communicator.from_mpi(world)
     return world, comm, torch, dist
+
+
+def _max():
+    from mpi4py import MPI
+    return MPI.MAX
 
 
 def _profile(fn, rank: int, world) -> None:
@@ -59,7 +68,7 @@ def result_row(args, nbytes: int, count: int, t_ours: float, t_ref: float, wrong
     return {"op": args.op, "bytes": nbytes, "count": count, "dtype": args.dtype, "redop": args.redop,
             "us": t_ours, "algbw": nbytes / t_ours / 1e3, "busbw": nbytes / t_ours / 1e3 * bus_factor,
             "wrong": wrong, "nccl_us": t_ref, "nccl_algbw": nbytes / t_ref / 1e3,
-            "nccl_busbw": nbytes / t_ref / 1e3 * bus_factor, "speedup": t_ref / t_ours}
+            "nccl_busbw": nbytes / t_ref / 1e3 * bus_factor, "speedup": t_ref / t_ours, "reference": args.compare}
 
 
 def print_row(row: dict, checked: bool) -> None:
@@ -71,43 +80,55 @@ def print_row(row: dict, checked: bool) -> None:
 
 def run_sweep(args) -> list[dict] | None:
     """Run the sweep; rank 0 prints the table and gets the rows (others get None)."""
-    world, comm, torch, dist = _setup()
+    world, comm, torch, dist = _setup(args.compare == "nccl")
     dtype = getattr(torch, _TORCH_DTYPES[args.dtype])
     rows = []
+    floor = args.compare == "floor"
     if comm.rank == 0:
-        print(f"# {args.op}: pymscclpp vs NCCL {'.'.join(map(str, torch.cuda.nccl.version()))}, {comm.size} ranks, "
+        ref = ("the memory floor (the same bytes moved by one local torch op on every rank; speedup = floor / ours)"
+               if floor else f"NCCL {'.'.join(map(str, torch.cuda.nccl.version()))}")
+        print(f"# {args.op}: pymscclpp vs {ref}, {comm.size} ranks, "
               f"{'CUDA graph' if args.graph else 'eager'}, median of {args.reps} x {args.iters} calls", flush=True)
-        print(HEADER, flush=True)
+        print(HEADER.replace("REF", "floor" if floor else "nccl"), flush=True)
     size = args.minbytes
     while size <= args.maxbytes:
         case = make_case(args.op, comm, dist, torch, dtype, size, args.redop, args.algo)
         nbytes = case.count * case.outputs[0].element_size()
+        reference = case.floor if floor else case.nccl
         for _ in range(args.warmup):
             case.ours()
-            case.nccl()
+            if reference is not None:
+                reference()
         torch.cuda.synchronize()
         wrong = -1
         if args.check:
             case.ours()
-            case.nccl()
+            if dist is None:
+                want = case.expected()
+            else:
+                case.nccl()
+                want = case.outputs[1]
             torch.cuda.synchronize()
-            wrong = world.allreduce(int((case.outputs[0] != case.outputs[1]).sum().item()))
+            wrong = world.allreduce(int((case.outputs[0] != want).sum().item()))
         barrier = world.Barrier
         if args.graph:
             t_ours = time_graph(capture(case.ours, args.iters), args.iters, args.reps, barrier)
-            t_ref = time_graph(capture(case.nccl, args.iters), args.iters, args.reps, barrier) \
-                if args.compare == "nccl" else float("nan")
+            t_ref = time_graph(capture(reference, args.iters), args.iters, args.reps, barrier) \
+                if reference is not None else float("nan")
         else:
             if args.profile:
                 _profile(case.ours, comm.rank, world)
             t_ours = time_eager(case.ours, args.iters, args.reps, barrier)
-            t_ref = time_eager(case.nccl, args.iters, args.reps, barrier) if args.compare == "nccl" else float("nan")
+            t_ref = time_eager(reference, args.iters, args.reps, barrier) if reference is not None else float("nan")
+        # the slowest rank's times: a collective ends when its last rank does
+        t_ours, t_ref = world.allreduce(t_ours, op=_max()), world.allreduce(t_ref, op=_max())
         comm.check_device_errors()
         row = result_row(args, nbytes, case.count, t_ours, t_ref, wrong, case.bus_factor)
         rows.append(row)
         if comm.rank == 0:
             print_row(row, args.check)
         size *= args.stepfactor
-    dist.destroy_process_group()
+    if dist is not None:
+        dist.destroy_process_group()
     comm.close()
     return rows if world.Get_rank() == 0 else None

@@ -17,6 +17,7 @@ from ..channels.device_errors import OP_CALLCHECK, OP_PACKET, record_mismatch
 from ..channels.ptx import address_of, store_v4_volatile
 
 LL, SIMPLE = 0, 1
+MAX_REGISTERS = 128  # of the simple entry kernels: 512 threads a block always launch (65,536 registers an SM)
 
 
 @cuda.jit(device=True)

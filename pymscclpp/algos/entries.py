@@ -11,4 +11,5 @@ def entry_kernels(nranks: int) -> dict[str, tuple]:
     """(entry kernel, argument types) by kernel name of every built-in kernel a communicator of ``nranks`` ranks
     (on one host) compiles, whatever the dtype, op, grid or buffers."""
     classes = [*BY_COLLECTIVE.values(), *TWO_STEP.values()]
-    return {kernel.py_func.__name__: (kernel, cls.argtypes(nranks)) for cls in classes for kernel in cls.kernels.values()}
+    return {kernel.py_func.__name__: (kernel, cls.argtypes(nranks))
+            for cls in classes for kernel in cls.kernels.values()}

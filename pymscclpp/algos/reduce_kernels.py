@@ -12,7 +12,7 @@ from numba import cuda
 
 from ..channels import reduce as red
 from ..channels.device_errors import OP_PACKET
-from .blocks import (LL, SIMPLE, begin_and_send, begin_call, calls_agree, end_round, rounds, scale,
+from .blocks import (LL, MAX_REGISTERS, SIMPLE, begin_and_send, begin_call, calls_agree, end_round, rounds, scale,
                      signal_and_wait_all)
 
 
@@ -25,7 +25,7 @@ def reduce_own_slot(proto, out, at, inp, own_off, rank, scratch, base, slot_byte
         red.reduce_packets_ll16(out, at, inp, own_off, rank, scratch, base, slot_bytes, nranks, n, tid, nt, flag,
                                 kind, op, chans[0], OP_PACKET)
     else:
-        red.reduce_slots(out, at, inp, own_off, rank, scratch, base, slot_bytes, nranks, n, tid, nt, kind, op)
+        red.reduce_slots(out, at, inp, own_off, rank, scratch, base, slot_bytes, nranks, n, tid, nt, kind, op, chans)
 
 
 @cuda.jit(device=True)
@@ -55,7 +55,7 @@ def reduce_ll(chans, cc, fp, inp, out, scratch, flags, nbytes, slot_bytes, rank,
     reduce(LL, chans, cc, fp, inp, out, scratch, flags, nbytes, slot_bytes, rank, nranks, send_stride, kind, op)
 
 
-@cuda.jit(cache=True)
+@cuda.jit(cache=True, max_registers=MAX_REGISTERS)
 def reduce_simple(chans, cc, fp, inp, out, scratch, flags, nbytes, slot_bytes, rank, nranks, send_stride, kind, op):
     """``reduce`` with the simple protocol."""
     reduce(SIMPLE, chans, cc, fp, inp, out, scratch, flags, nbytes, slot_bytes, rank, nranks, send_stride, kind, op)

@@ -65,7 +65,8 @@ def make_case(op: str, comm, dist, torch, dtype, nbytes: int, redop: str, algo: 
     if op == "all_gather":
         x = _data(torch, dtype, part, rank, 2)
         out, ref = empty(part * n), empty(part * n)
-        return Case(part * n, lambda: comm.all_gather(x, out, **kw), dist and (lambda: dist.all_gather_into_tensor(ref, x)),
+        return Case(part * n, lambda: comm.all_gather(x, out, **kw),
+                    dist and (lambda: dist.all_gather_into_tensor(ref, x)),
                     (out, ref), (n - 1) / n, _copy_floor(torch, dtype, part * n),
                     lambda: torch.cat([_data(torch, dtype, part, p, 2) for p in range(n)]))
     if op == "reduce_scatter":

@@ -169,29 +169,84 @@ def reduce_packets_ll16(dst, dst_off, local, local_off, local_slot, pkt, pkt_off
 
 
 @cuda.jit(device=True)
-def reduce_slots(dst, dst_off, own, own_off, own_slot, slots, slots_off, stride, nslots, nbytes, tid, nthreads,
-                 kind, op):
-    """``dst[dst_off:]`` = the ``nslots`` sources reduced in slot order, each element read once: slot
-    ``own_slot`` from ``own[own_off:]``, slot s from ``slots[slots_off + s * stride:]``. One pass (not one per
-    source), so ``dst`` may alias any source at the same offsets (in place)."""
-    al = address_of(dst, dst_off) | address_of(own, own_off) | address_of(slots, slots_off) | np.uint64(stride)
+def _load4(arr, off, step):
+    """Four 16-byte vectors ``step`` bytes apart from ``arr[off:]``: four loads in flight at once."""
+    return load_v4(arr, off), load_v4(arr, off + step), load_v4(arr, off + 2 * step), load_v4(arr, off + 3 * step)
+
+
+@cuda.jit(device=True)
+def _combine_vec(a, x, kind, op):
+    return (combine_word(a[0], x[0], kind, op), combine_word(a[1], x[1], kind, op),
+            combine_word(a[2], x[2], kind, op), combine_word(a[3], x[3], kind, op))
+
+
+@cuda.jit(device=True)
+def _combine4(a, x, kind, op):
+    return (_combine_vec(a[0], x[0], kind, op), _combine_vec(a[1], x[1], kind, op),
+            _combine_vec(a[2], x[2], kind, op), _combine_vec(a[3], x[3], kind, op))
+
+
+@cuda.jit(device=True)
+def _store4(arr, off, step, v):
+    for k in range(4):
+        store_v4(arr, off + k * step, v[k][0], v[k][1], v[k][2], v[k][3])
+
+
+@cuda.jit(device=True)
+def _source(s, own_slot, own, own_off, slots, slots_off, stride, chans, use_chans):
+    """(array, byte offset) of source ``s``: ours, a peer's memory through ``chans``, or a slot of ``slots``."""
+    if s == own_slot:
+        return own, own_off
+    if use_chans:
+        return chans[s if s < own_slot else s - 1].dst, slots_off
+    return slots, slots_off + s * stride
+
+
+@cuda.jit(device=True)
+def reduce_sources(dst, dst_off, copy, copy_off, own, own_off, own_slot, slots, slots_off, stride, chans, use_chans,
+                   nslots, nbytes, tid, nthreads, kind, op):
+    """``dst[dst_off:]`` (and, unless ``copy`` is ``dst``, ``copy[copy_off:]``) = ``nslots`` sources reduced in slot
+    order, each element read once: slot ``own_slot`` from ``own[own_off:]``, the others (``_source``) from peers'
+    memory or from slots of ``slots``. Each thread keeps four vectors of two sources in flight (eight loads
+    overlap: peer reads are latency-bound). One pass, so ``dst`` may alias a source at the same offsets (in place)."""
+    two = address_of(copy, copy_off) != address_of(dst, dst_off)
+    al = address_of(dst, dst_off) | address_of(copy, copy_off)
+    for s in range(nslots):
+        arr, off = _source(s, own_slot, own, own_off, slots, slots_off, stride, chans, use_chans)
+        al = al | address_of(arr, off)
     done = 0
     if al & _U15 == _ZERO64:
         nvec = nbytes // 16
+        step = nthreads * 16
         i = tid
+        while i + 3 * nthreads < nvec:
+            o = i * 16
+            arr, off = _source(0, own_slot, own, own_off, slots, slots_off, stride, chans, use_chans)
+            acc = _load4(arr, off + o, step)
+            for s in range(1, nslots, 2):  # two sources' loads in flight before either is combined
+                arr, off = _source(s, own_slot, own, own_off, slots, slots_off, stride, chans, use_chans)
+                x = _load4(arr, off + o, step)
+                y = x
+                if s + 1 < nslots:
+                    arr, off = _source(s + 1, own_slot, own, own_off, slots, slots_off, stride, chans, use_chans)
+                    y = _load4(arr, off + o, step)
+                acc = _combine4(acc, x, kind, op)
+                if s + 1 < nslots:
+                    acc = _combine4(acc, y, kind, op)
+            _store4(dst, dst_off + o, step, acc)
+            if two:
+                _store4(copy, copy_off + o, step, acc)
+            i += 4 * nthreads
         while i < nvec:
             o = i * 16
-            a0, a1, a2, a3 = load_v4(own, own_off + o) if own_slot == 0 else load_v4(slots, slots_off + o)
+            arr, off = _source(0, own_slot, own, own_off, slots, slots_off, stride, chans, use_chans)
+            a = load_v4(arr, off + o)
             for s in range(1, nslots):
-                if s == own_slot:
-                    x0, x1, x2, x3 = load_v4(own, own_off + o)
-                else:
-                    x0, x1, x2, x3 = load_v4(slots, slots_off + s * stride + o)
-                a0 = combine_word(a0, x0, kind, op)
-                a1 = combine_word(a1, x1, kind, op)
-                a2 = combine_word(a2, x2, kind, op)
-                a3 = combine_word(a3, x3, kind, op)
-            store_v4(dst, dst_off + o, a0, a1, a2, a3)
+                arr, off = _source(s, own_slot, own, own_off, slots, slots_off, stride, chans, use_chans)
+                a = _combine_vec(a, load_v4(arr, off + o), kind, op)
+            store_v4(dst, dst_off + o, a[0], a[1], a[2], a[3])
+            if two:
+                store_v4(copy, copy_off + o, a[0], a[1], a[2], a[3])
             i += nthreads
         done = nvec * 16
     size = itemsize_of(kind)
@@ -199,58 +254,31 @@ def reduce_slots(dst, dst_off, own, own_off, own_slot, slots, slots_off, stride,
     nelem = nbytes // size
     while i < nelem:  # tail and unaligned buffers: one element per step, through a zero-padded word
         o = i * size
-        a = gather_word(own, own_off + o, size) if own_slot == 0 else gather_word(slots, slots_off + o, size)
+        arr, off = _source(0, own_slot, own, own_off, slots, slots_off, stride, chans, use_chans)
+        w = gather_word(arr, off + o, size)
         for s in range(1, nslots):
-            if s == own_slot:
-                x = gather_word(own, own_off + o, size)
-            else:
-                x = gather_word(slots, slots_off + s * stride + o, size)
-            a = combine_word(a, x, kind, op)
-        scatter_word(dst, dst_off + o, a, size)
+            arr, off = _source(s, own_slot, own, own_off, slots, slots_off, stride, chans, use_chans)
+            w = combine_word(w, gather_word(arr, off + o, size), kind, op)
+        scatter_word(dst, dst_off + o, w, size)
+        if two:
+            scatter_word(copy, copy_off + o, w, size)
         i += nthreads
+
+
+@cuda.jit(device=True)
+def reduce_slots(dst, dst_off, own, own_off, own_slot, slots, slots_off, stride, nslots, nbytes, tid, nthreads,
+                 kind, op, chans):
+    """``reduce_sources`` of slot ``own_slot`` from ``own[own_off:]`` and slot s from ``slots[slots_off + s *
+    stride:]`` into ``dst`` (``chans``: any channel tuple, unused, for the shared body's types)."""
+    reduce_sources(dst, dst_off, dst, dst_off, own, own_off, own_slot, slots, slots_off, stride, chans, False,
+                   nslots, nbytes, tid, nthreads, kind, op)
 
 
 @cuda.jit(device=True)
 def reduce_peers(dst, dst_off, copy, copy_off, own, own_off, rank, chans, peer_off, nranks, nbytes, tid, nthreads,
                  kind, op):
-    """``dst[dst_off:]`` and ``copy[copy_off:]`` = every rank's data reduced in rank order, each element read once:
-    ours from ``own[own_off:]``, rank r's from the peer memory ``chans[j].dst[peer_off:]`` of its channel
-    (``chans[j]`` is the j-th peer in rank order). ``dst`` may alias ``own`` at the same offset (in place)."""
-    al = address_of(dst, dst_off) | address_of(copy, copy_off) | address_of(own, own_off)
-    for j in range(nranks - 1):
-        al = al | address_of(chans[j].dst, peer_off)
-    done = 0
-    if al & _U15 == _ZERO64:
-        nvec = nbytes // 16
-        i = tid
-        while i < nvec:
-            o = i * 16
-            a0, a1, a2, a3 = load_v4(own, own_off + o) if rank == 0 else load_v4(chans[0].dst, peer_off + o)
-            for r in range(1, nranks):
-                if r == rank:
-                    x0, x1, x2, x3 = load_v4(own, own_off + o)
-                else:
-                    x0, x1, x2, x3 = load_v4(chans[r if r < rank else r - 1].dst, peer_off + o)
-                a0 = combine_word(a0, x0, kind, op)
-                a1 = combine_word(a1, x1, kind, op)
-                a2 = combine_word(a2, x2, kind, op)
-                a3 = combine_word(a3, x3, kind, op)
-            store_v4(dst, dst_off + o, a0, a1, a2, a3)
-            store_v4(copy, copy_off + o, a0, a1, a2, a3)
-            i += nthreads
-        done = nvec * 16
-    size = itemsize_of(kind)
-    i = done // size + tid
-    nelem = nbytes // size
-    while i < nelem:  # tail and unaligned buffers: one element per step, through a zero-padded word
-        o = i * size
-        a = gather_word(own, own_off + o, size) if rank == 0 else gather_word(chans[0].dst, peer_off + o, size)
-        for r in range(1, nranks):
-            if r == rank:
-                x = gather_word(own, own_off + o, size)
-            else:
-                x = gather_word(chans[r if r < rank else r - 1].dst, peer_off + o, size)
-            a = combine_word(a, x, kind, op)
-        scatter_word(dst, dst_off + o, a, size)
-        scatter_word(copy, copy_off + o, a, size)
-        i += nthreads
+    """``reduce_sources`` of every rank's data in rank order into ``dst`` and ``copy``: ours from ``own[own_off:]``,
+    rank r's from the peer memory ``chans[j].dst[peer_off:]`` of its channel (``chans[j]``: the j-th peer in rank
+    order)."""
+    reduce_sources(dst, dst_off, copy, copy_off, own, own_off, rank, own, peer_off, 0, chans, True, nranks, nbytes,
+                   tid, nthreads, kind, op)

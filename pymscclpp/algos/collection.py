@@ -26,15 +26,21 @@ _CHOICES = 256  # remembered call shapes
 
 
 def default_table(nranks: int) -> dict:
-    """The built-in selection table for ``nranks`` ranks: packets for small messages; above, the one-shot simple
-    kernels at 2 ranks (where they move no more than two steps do) and the two-step ones from 3 ranks up
-    (all-gather at any rank count: its reads move each byte once)."""
-    small = [(16 << 10, "packet"), (256 << 10, "packet_wide")]
-    table = {"all_reduce": small + [(_INF, "simple" if nranks <= 2 else "rsag")]}
+    """The built-in selection table for ``nranks`` ranks, from one H200 shared by the ranks (docs/performance.md):
+    packets for small messages; above, the two-step kernels from 3 ranks up (from 64 KB at 8 ranks, where the
+    one-shot packets move 7x the bytes), and at 2 ranks the one-shot simple kernels, except a two-shot all-reduce
+    from 16 MB."""
+    packet_max = 64 << 10 if nranks >= 8 else 256 << 10
+    if nranks <= 2:
+        ar = [(16 << 10, "packet"), (256 << 10, "packet_wide"), (16 << 20, "simple"), (_INF, "rsag")]
+    else:
+        ar = [(16 << 10, "packet"), (packet_max, "packet_wide"), (_INF, "rsag")]
+    table = {"all_reduce": ar}
     for name in BY_COLLECTIVE:
         if name != "all_reduce":
-            large = TWO_STEP_NAMES[name] if name in TWO_STEP and (nranks > 2 or name == "all_gather") else "simple"
-            table[name] = [(256 << 10, "packet"), (_INF, large)]
+            two_step = name in TWO_STEP and nranks > 2
+            table[name] = [(packet_max if two_step else 256 << 10, "packet"),
+                           (_INF, TWO_STEP_NAMES[name] if two_step else "simple")]
     return table
 
 

@@ -207,8 +207,8 @@ def reduce_sources(dst, dst_off, copy, copy_off, own, own_off, own_slot, slots, 
                    nslots, nbytes, tid, nthreads, kind, op):
     """``dst[dst_off:]`` (and, unless ``copy`` is ``dst``, ``copy[copy_off:]``) = ``nslots`` sources reduced in slot
     order, each element read once: slot ``own_slot`` from ``own[own_off:]``, the others (``_source``) from peers'
-    memory or from slots of ``slots``. Each thread keeps four vectors of two sources in flight (eight loads
-    overlap: peer reads are latency-bound). One pass, so ``dst`` may alias a source at the same offsets (in place)."""
+    memory or from slots of ``slots``. Each thread keeps four vectors of a source in flight (peer reads are
+    latency-bound). One pass, so ``dst`` may alias a source at the same offsets (in place)."""
     two = address_of(copy, copy_off) != address_of(dst, dst_off)
     al = address_of(dst, dst_off) | address_of(copy, copy_off)
     for s in range(nslots):
@@ -223,16 +223,9 @@ def reduce_sources(dst, dst_off, copy, copy_off, own, own_off, own_slot, slots, 
             o = i * 16
             arr, off = _source(0, own_slot, own, own_off, slots, slots_off, stride, chans, use_chans)
             acc = _load4(arr, off + o, step)
-            for s in range(1, nslots, 2):  # two sources' loads in flight before either is combined
+            for s in range(1, nslots):
                 arr, off = _source(s, own_slot, own, own_off, slots, slots_off, stride, chans, use_chans)
-                x = _load4(arr, off + o, step)
-                y = x
-                if s + 1 < nslots:
-                    arr, off = _source(s + 1, own_slot, own, own_off, slots, slots_off, stride, chans, use_chans)
-                    y = _load4(arr, off + o, step)
-                acc = _combine4(acc, x, kind, op)
-                if s + 1 < nslots:
-                    acc = _combine4(acc, y, kind, op)
+                acc = _combine4(acc, _load4(arr, off + o, step), kind, op)
             _store4(dst, dst_off + o, step, acc)
             if two:
                 _store4(copy, copy_off + o, step, acc)

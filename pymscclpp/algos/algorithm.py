@@ -88,6 +88,11 @@ class Algorithm:
         """Enqueue ``call`` on its stream (asynchronous on GPUs; capturable in a CUDA graph)."""
         raise NotImplementedError
 
+    def traffic(self, size: int, nranks: int, rank: int, root: int = 0) -> tuple[int, int]:
+        """(bytes sent, bytes received) through its channels by ``rank`` in one call of ``size`` bytes (nccl-tests
+        sizes, as selection reads them) on ``nranks`` ranks: what ``runtime.traffic`` measures under the simulator."""
+        raise NotImplementedError(f"{self!r} states no traffic")
+
     def close(self) -> None:
         """Release what ``setup`` built (the communicator's memory goes with it)."""
 

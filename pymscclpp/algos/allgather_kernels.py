@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from numba import cuda
 
-from .blocks import (LL, MAX_REGISTERS, SIMPLE, begin_and_send, begin_call, calls_agree, copy_unless_same, end_round,
+from .blocks import (LL, SIMPLE_LIMITS, SIMPLE, begin_and_send, begin_call, calls_agree, copy_unless_same, end_round,
                      peer_rank, receive, rounds, scale, sync_round)
 
 
@@ -43,7 +43,7 @@ def exchange_ll(chans, cc, fp, inp, out, scratch, flags, nbytes, slot_bytes, ran
     exchange(LL, chans, cc, fp, inp, out, scratch, flags, nbytes, slot_bytes, rank, nranks, send_stride)
 
 
-@cuda.jit(cache=True, max_registers=MAX_REGISTERS)
+@cuda.jit(cache=True, **SIMPLE_LIMITS)
 def exchange_simple(chans, cc, fp, inp, out, scratch, flags, nbytes, slot_bytes, rank, nranks, send_stride):
     """``exchange`` with the simple protocol."""
     exchange(SIMPLE, chans, cc, fp, inp, out, scratch, flags, nbytes, slot_bytes, rank, nranks, send_stride)

@@ -15,9 +15,12 @@ from ..channels import memory_channel as mc
 from ..channels import primitives as prim
 from ..channels.device_errors import OP_CALLCHECK, OP_PACKET, record_mismatch
 from ..channels.ptx import address_of, store_v4_volatile
+from ..runtime.backend import IS_SIM
 
 LL, SIMPLE = 0, 1
-MAX_REGISTERS = 128  # of the simple entry kernels: 512 threads a block always launch (65,536 registers an SM)
+# the simple entry kernels' compile options: at most 128 registers, so 512 threads a block always launch (65,536
+# registers an SM; a two-shot kernel compiled on the GPU took more); the simulator's jit takes no such option
+SIMPLE_LIMITS = {} if IS_SIM else {"max_registers": 128}
 
 
 @cuda.jit(device=True)

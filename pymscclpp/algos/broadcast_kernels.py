@@ -9,7 +9,7 @@ from __future__ import annotations
 from numba import cuda
 
 from ..channels import memory_channel as mc
-from .blocks import (LL, MAX_REGISTERS, SIMPLE, begin, begin_call, calls_agree, copy_unless_same, end_round, peer_index,
+from .blocks import (LL, SIMPLE_LIMITS, SIMPLE, begin, begin_call, calls_agree, copy_unless_same, end_round, peer_index,
                      receive, rounds, scale, send)
 
 
@@ -65,7 +65,7 @@ def broadcast_ll(chans, cc, fp, inp, out, scratch, flags, nbytes, slot_bytes, ra
     broadcast(LL, chans, cc, fp, inp, out, scratch, flags, nbytes, slot_bytes, rank, nranks, root)
 
 
-@cuda.jit(cache=True, max_registers=MAX_REGISTERS)
+@cuda.jit(cache=True, **SIMPLE_LIMITS)
 def broadcast_simple(chans, cc, fp, inp, out, scratch, flags, nbytes, slot_bytes, rank, nranks, root):
     """``broadcast`` with the simple protocol."""
     broadcast(SIMPLE, chans, cc, fp, inp, out, scratch, flags, nbytes, slot_bytes, rank, nranks, root)

@@ -125,6 +125,21 @@ class OneShot(Algorithm):
         launch.launch(call.stream, kept)
 
 
+    def wire_bytes(self, nbytes: int) -> int:
+        """Bytes a channel carries for ``nbytes`` of data: LL16 packets carry 8 data bytes in 16."""
+        return -(-nbytes // 8) * 16 if self.protocol == "packet" else nbytes
+
+    def slot_nbytes(self, size: int, nranks: int) -> int:
+        """What one rank sends one peer (``Call.nbytes``) in a call of ``size`` bytes: a slot of it when the
+        collective counts ``nranks`` slots (all-gather's output, reduce-scatter's and all-to-all's input)."""
+        return size // nranks if self.send_all or self.recv_all else size
+
+    def traffic(self, size: int, nranks: int, rank: int, root: int = 0) -> tuple[int, int]:
+        """Every rank pushes a slot to every peer (broadcast overrides)."""
+        moved = (nranks - 1) * self.wire_bytes(self.slot_nbytes(size, nranks))
+        return moved, moved
+
+
 class AllReduce(OneShot):
     """Every rank reduces all ranks' data in rank order (bit-identical results): ``packet`` is one LL16 hop
     (small messages), ``simple`` puts plus one signal per block and peer, in rounds (large messages)."""
@@ -170,6 +185,11 @@ class Broadcast(OneShot):
     collective = "broadcast"
     kernels = {"packet": broadcast_kernels.broadcast_ll, "simple": broadcast_kernels.broadcast_simple}
     params = ("root",)
+
+    def traffic(self, size: int, nranks: int, rank: int, root: int = 0) -> tuple[int, int]:
+        """The root pushes the buffer to every peer."""
+        wire = self.wire_bytes(size)
+        return ((nranks - 1) * wire, 0) if rank == root else (0, wire)
 
     def param_values(self, call: Call) -> tuple:
         return (call.root,)

@@ -12,7 +12,7 @@ from numba import cuda
 
 from ..channels import reduce as red
 from ..channels.device_errors import OP_PACKET
-from .blocks import (LL, MAX_REGISTERS, SIMPLE, begin_and_send, begin_call, calls_agree, end_round, rounds, scale,
+from .blocks import (LL, SIMPLE_LIMITS, SIMPLE, begin_and_send, begin_call, calls_agree, end_round, rounds, scale,
                      signal_and_wait_all)
 
 
@@ -55,7 +55,7 @@ def reduce_ll(chans, cc, fp, inp, out, scratch, flags, nbytes, slot_bytes, rank,
     reduce(LL, chans, cc, fp, inp, out, scratch, flags, nbytes, slot_bytes, rank, nranks, send_stride, kind, op)
 
 
-@cuda.jit(cache=True, max_registers=MAX_REGISTERS)
+@cuda.jit(cache=True, **SIMPLE_LIMITS)
 def reduce_simple(chans, cc, fp, inp, out, scratch, flags, nbytes, slot_bytes, rank, nranks, send_stride, kind, op):
     """``reduce`` with the simple protocol."""
     reduce(SIMPLE, chans, cc, fp, inp, out, scratch, flags, nbytes, slot_bytes, rank, nranks, send_stride, kind, op)

@@ -17,7 +17,7 @@ from numba import cuda
 from ..channels import memory_channel as mc
 from ..channels import primitives as prim
 from ..channels import reduce as red
-from .blocks import MAX_REGISTERS, begin_call, calls_agree, copy_unless_same, end_round, peer_rank, signal_and_wait_all
+from .blocks import SIMPLE_LIMITS, begin_call, calls_agree, copy_unless_same, end_round, peer_rank, signal_and_wait_all
 
 
 @cuda.jit(device=True)
@@ -83,7 +83,7 @@ def all_reduce_rsag(chans, cc, fp, inp, out, scratch, flags, nbytes, slot_bytes,
         end_round(flags, flag)
 
 
-@cuda.jit(cache=True, max_registers=MAX_REGISTERS)
+@cuda.jit(cache=True, **SIMPLE_LIMITS)
 def all_reduce_rsag_simple(chans, cc, fp, inp, out, scratch, flags, nbytes, slot_bytes, rank, nranks, kind, op):
     """``all_reduce_rsag`` (simple protocol: puts and semaphores)."""
     all_reduce_rsag(chans, cc, fp, inp, out, scratch, flags, nbytes, slot_bytes, rank, nranks, kind, op)
@@ -112,7 +112,7 @@ def all_gather_read(chans, cc, fp, inp, out, scratch, flags, nbytes, slot_bytes,
         end_round(flags, flag)
 
 
-@cuda.jit(cache=True, max_registers=MAX_REGISTERS)
+@cuda.jit(cache=True, **SIMPLE_LIMITS)
 def all_gather_read_simple(chans, cc, fp, inp, out, scratch, flags, nbytes, slot_bytes, rank, nranks):
     """``all_gather_read`` (simple protocol)."""
     all_gather_read(chans, cc, fp, inp, out, scratch, flags, nbytes, slot_bytes, rank, nranks)
@@ -156,7 +156,7 @@ def broadcast_scatter_gather(chans, cc, fp, inp, out, scratch, flags, nbytes, sl
         end_round(flags, flag)
 
 
-@cuda.jit(cache=True, max_registers=MAX_REGISTERS)
+@cuda.jit(cache=True, **SIMPLE_LIMITS)
 def broadcast_scatter_gather_simple(chans, cc, fp, inp, out, scratch, flags, nbytes, slot_bytes, rank, nranks,
                                     root):
     """``broadcast_scatter_gather`` (simple protocol)."""

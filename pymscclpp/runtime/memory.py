@@ -133,9 +133,11 @@ class RemoteMemory:
         self._handle = handle
         if IS_SIM:
             self._segment = shm.attach(handle.rstrip(b"\0").decode(), alloc_size)
-            self.array = FakeCUDAArray(self._segment.array[self.offset:self.offset + self.nbytes])
+            self.host_array = self._segment.array[self.offset:self.offset + self.nbytes]  # the shm it views
+            self.array = FakeCUDAArray(self.host_array)
         else:
             base = cudadrv.ipc_open(handle)
+            self.host_array = None
             self.array = cudadrv.device_array(base + self.offset, self.nbytes)
         self._open = True
 
@@ -144,6 +146,6 @@ class RemoteMemory:
         if not self._open:
             return
         self._open = False
-        self.array = None
+        self.array = self.host_array = None
         if not IS_SIM:
             cudadrv.ipc_close(self._handle)

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from collections import namedtuple
 
+from . import traffic
+from .backend import IS_SIM
 from .buffers import as_bytes
 from .semaphore import Device2DeviceSemaphore
 
@@ -25,14 +27,19 @@ class MemoryChannel:
         self.comm, self.peer = comm, peer
         self.semaphore = Device2DeviceSemaphore(comm, peer, semaphores)
         self.remote = comm.exchange_memory(inbox, peer)
+        self.dst = self.remote.array
+        if IS_SIM and traffic.enabled():  # count what moves through the channel (runtime.traffic)
+            from numba.cuda.simulator.cudadrv.devicearray import FakeCUDAArray
+            self.dst = FakeCUDAArray(traffic.counted(self.remote.host_array, peer))
         self.src = as_bytes(src)
         self.inbox = as_bytes(inbox)
 
     def device_handle(self) -> MemoryChannelHandle:
         """Plain data: local src, the peer's inbox (dst), our inbox (pkt), and the semaphore words."""
         s = self.semaphore.device_handle()
-        return MemoryChannelHandle(self.src, self.remote.array, self.inbox, s.inbound, s.outbound, s.expected,
+        return MemoryChannelHandle(self.src, self.dst, self.inbox, s.inbound, s.outbound, s.expected,
                                    s.err, s.abort, s.rank, s.peer, s.channel, s.timeout_ns)
 
     def close(self) -> None:
+        self.dst = None
         self.remote.close()

@@ -40,6 +40,19 @@ def all_reduce(comm, state, count: int, dtype: str, op: str, seed: int, inplace:
             np.testing.assert_array_equal(send.copy_to_host(), x)
 
 
+def all_reduce_result(comm, state, count: int, dtype: str, seed: int, algo: str) -> np.ndarray:
+    """This rank's all_reduce result (sum) of rank-specific non-integer data, to compare across ranks."""
+    import ml_dtypes
+    np_dtype = ml_dtypes.bfloat16 if dtype == "bfloat16" else np.dtype(dtype)
+    rng = np.random.default_rng([seed, comm.rank])
+    send = cuda.to_device(rng.standard_normal(count).astype(np_dtype))
+    recv = cuda.to_device(np.zeros(count, np_dtype))
+    comm.all_reduce(send, recv, algo=algo)
+    cuda.synchronize()
+    comm.check_device_errors()
+    return recv.copy_to_host()
+
+
 def bad_input(comm, state, case: str):
     """A bad all_reduce argument raises InvalidUsageError naming the problem, and writes nothing."""
     from pymscclpp.errors import InvalidUsageError

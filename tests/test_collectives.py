@@ -24,19 +24,30 @@ DTYPES = ["float32", "float16", "int32", "uint8"]
 @settings(max_examples=12, deadline=None, suppress_health_check=list(HealthCheck))
 @given(size=st.sampled_from([2, 3, 4]), count=st.integers(1, 700), dtype=st.sampled_from(DTYPES),
        op=st.sampled_from(["sum", "min", "max"]), seed=st.integers(0, 1000), inplace=st.booleans(),
-       algo=st.sampled_from(["packet", "simple"]))
+       algo=st.sampled_from(["packet", "simple", "rsag"]))
 def test_all_reduce_matches_numpy_for_any_size_dtype_op_and_algorithm(size, count, dtype, op, seed, inplace, algo):
     pool(size).run(cases.all_reduce, count=count, dtype=dtype, op=op, seed=seed, inplace=inplace, algo=algo)
 
 
-@pytest.mark.parametrize("algo", ["packet", "simple"])
+@pytest.mark.parametrize("algo", ["packet", "simple", "rsag"])
 def test_repeated_all_reduces_reuse_scratch_safely(algo):
     pool(2).run(cases.all_reduce, count=333, dtype="float32", op="sum", seed=7, inplace=False, algo=algo, repeat=5)
 
 
-def test_simple_all_reduce_runs_in_several_rounds():
-    # 40000 floats = 160 KB > the simulator's 64 KB rounds
-    pool(2).run(cases.all_reduce, count=40000, dtype="float32", op="sum", seed=3, inplace=True, algo="simple")
+@pytest.mark.parametrize("algo", ["simple", "rsag"])
+def test_simple_all_reduce_runs_in_several_rounds(algo):
+    # 40000 floats = 160 KB > the simulator's 64 KB rounds (the two-shot's rounds at 3 ranks: 128 KB)
+    pool(3 if algo == "rsag" else 2).run(cases.all_reduce, count=40000, dtype="float32", op="sum", seed=3,
+                                         inplace=True, algo=algo)
+
+
+@pytest.mark.parametrize("algo", ["packet", "simple", "rsag"])
+def test_all_reduce_algorithms_give_bit_identical_results_on_every_rank(algo):
+    # bfloat16 sums of non-integers round at every step: equal results mean one reduction order everywhere
+    outs = pool(4).run(cases.all_reduce_result, count=1001, dtype="bfloat16", seed=11, algo=algo)
+    assert all(o.tobytes() == outs[0].tobytes() for o in outs), algo
+    assert outs[0].tobytes() == pool(4).run(cases.all_reduce_result, count=1001, dtype="bfloat16", seed=11,
+                                            algo="packet")[0].tobytes()
 
 
 @pytest.mark.parametrize("case", ["size", "dtype", "host", "op"])
@@ -46,29 +57,31 @@ def test_bad_all_reduce_arguments_raise_before_writing(case):
 
 _SIM = dict(max_examples=12, deadline=None, suppress_health_check=list(HealthCheck))
 _COMMON = dict(size=st.sampled_from([2, 3, 4]), count=st.integers(1, 300), dtype=st.sampled_from(DTYPES),
-               seed=st.integers(0, 1000), inplace=st.booleans(), algo=st.sampled_from(["packet", "simple"]))
+               seed=st.integers(0, 1000), inplace=st.booleans())
+_ALGOS = {name: st.sampled_from(["packet", "simple", *extra]) for name, extra in
+          {"all_gather": ["read"], "reduce_scatter": [], "all_to_all": [], "broadcast": ["scatter_gather"]}.items()}
 
 
 @settings(**_SIM)
-@given(**_COMMON)
+@given(algo=_ALGOS["all_gather"], **_COMMON)
 def test_all_gather_collects_every_rank_at_its_slot(size, count, dtype, seed, inplace, algo):
     pool(size).run(cases.all_gather, count=count, dtype=dtype, seed=seed, inplace=inplace, algo=algo)
 
 
 @settings(**_SIM)
-@given(op=st.sampled_from(["sum", "min", "max"]), **_COMMON)
+@given(op=st.sampled_from(["sum", "min", "max"]), algo=_ALGOS["reduce_scatter"], **_COMMON)
 def test_reduce_scatter_matches_a_rank_order_numpy_reduction(size, count, dtype, op, seed, inplace, algo):
     pool(size).run(cases.reduce_scatter, count=count, dtype=dtype, op=op, seed=seed, inplace=inplace, algo=algo)
 
 
 @settings(**_SIM)
-@given(**_COMMON)
+@given(algo=_ALGOS["all_to_all"], **_COMMON)
 def test_all_to_all_transposes_slots_across_ranks(size, count, dtype, seed, inplace, algo):
     pool(size).run(cases.all_to_all, count=count, dtype=dtype, seed=seed, inplace=inplace, algo=algo)
 
 
 @settings(**_SIM)
-@given(root=st.integers(0, 3), **_COMMON)
+@given(root=st.integers(0, 3), algo=_ALGOS["broadcast"], **_COMMON)
 def test_broadcast_copies_the_roots_buffer_everywhere(size, count, dtype, root, seed, inplace, algo):
     pool(size).run(cases.broadcast, count=count, dtype=dtype, root=root % size, seed=seed, inplace=inplace,
                    algo=algo)
@@ -83,27 +96,29 @@ def _params(collective: str, **kw) -> dict:
     return {**kw, **extra}
 
 
-@pytest.mark.parametrize("algo", ["packet", "simple"])
-@pytest.mark.parametrize("collective", list(_COLLECTIVES))
+_TWO_STEP = [("all_gather", "read"), ("broadcast", "scatter_gather")]
+
+
+@pytest.mark.parametrize("collective,algo", [(c, a) for c in _COLLECTIVES for a in ("packet", "simple")] + _TWO_STEP)
 def test_repeated_collectives_reuse_scratch_safely(collective, algo):
     # four ranks: broadcast's root changes every call
     pool(4).run(_COLLECTIVES[collective], **_params(collective, count=77, dtype="uint8", seed=5, inplace=False,
                                                     algo=algo, repeat=5))
 
 
-@pytest.mark.parametrize("algo", ["packet", "simple"])
-@pytest.mark.parametrize("collective", list(_COLLECTIVES))
+@pytest.mark.parametrize("collective,algo", [(c, a) for c in _COLLECTIVES for a in ("packet", "simple")] + _TWO_STEP)
 def test_in_place_collectives_on_four_ranks(collective, algo):
     # rank >= 2 of an in-place reduce_scatter reads its own slot after the output has been written
     pool(4).run(_COLLECTIVES[collective], **_params(collective, count=45, dtype="float16", seed=9, inplace=True,
                                                     algo=algo, repeat=2))
 
 
-@pytest.mark.parametrize("collective", list(_COLLECTIVES))
-def test_simple_collectives_run_in_several_rounds(collective):
-    # 20000 floats = 80 KB per slot > the simulator's 64 KB rounds
-    pool(2).run(_COLLECTIVES[collective], **_params(collective, count=20000, dtype="float32", seed=3, inplace=True,
-                                                    algo="simple", repeat=2))
+@pytest.mark.parametrize("collective,algo", [(c, "simple") for c in _COLLECTIVES] + _TWO_STEP)
+def test_simple_collectives_run_in_several_rounds(collective, algo):
+    # 20000 floats = 80 KB per slot > the simulator's 64 KB rounds (broadcast's two steps at 3 ranks: 192 KB)
+    count = 60000 if algo == "scatter_gather" else 20000
+    pool(3 if algo == "scatter_gather" else 2).run(_COLLECTIVES[collective], **_params(
+        collective, count=count, dtype="float32", seed=3, inplace=True, algo=algo, repeat=2))
 
 
 @pytest.mark.parametrize("collective", list(_COLLECTIVES))

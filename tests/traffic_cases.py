@@ -27,5 +27,6 @@ def measured_call(comm, state, collective: str, algo: str, count: int, root: int
         getattr(comm, collective)(*args, algo=algo)
         cuda.synchronize()
         comm.check_device_errors()
-    stated = comm.algorithms.get(collective, algo).traffic(4 * count, comm.size, comm.rank, root)
+    size = 4 * max(send_n, recv_n)  # nccl-tests sizes: the gathered output, the scattered input
+    stated = comm.algorithms.get(collective, algo).traffic(size, comm.size, comm.rank, root)
     return {"counts": traffic.counts(), "stated": stated}

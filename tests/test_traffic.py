@@ -1,0 +1,59 @@
+"""Every built-in algorithm moves exactly the bytes it states through its channels (counted under the simulator),
+and what the default selection moves at 8 ranks stays near the lower bound of each collective."""
+
+from __future__ import annotations
+
+import pytest
+
+import traffic_cases as tc
+from rankpool import PoolCache
+from pymscclpp.algos import collection
+from pymscclpp.runtime import traffic
+
+pool = PoolCache(env={"PYMSCCLPP_TIMEOUT_S": "30", "PYMSCCLPP_TRAFFIC": "1"})
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _close_pools():
+    yield
+    pool.close()
+
+
+BUILTIN = [(c, a) for c in ("all_reduce", "all_gather", "reduce_scatter", "all_to_all", "broadcast")
+           for a in ("packet", "simple")] + [(c, n) for c, n in collection.TWO_STEP_NAMES.items()]
+
+
+def _measured_and_stated(nranks: int, collective: str, algo: str, count: int, root: int):
+    outs = pool(nranks).run(tc.measured_call, collective=collective, algo=algo, count=count, root=root)
+    return traffic.per_rank([o["counts"] for o in outs]), [tuple(o["stated"]) for o in outs]
+
+
+@pytest.mark.parametrize("collective,algo", BUILTIN)
+@pytest.mark.parametrize("nranks,count", [(2, 1001), (4, 4 * 337)])  # 337 floats: shards of odd length
+def test_measured_channel_traffic_equals_the_stated_traffic(nranks, count, collective, algo):
+    measured, stated = _measured_and_stated(nranks, collective, algo, count, root=nranks - 1)
+    assert measured == stated
+
+
+@pytest.mark.parametrize("collective,algo", list(collection.TWO_STEP_NAMES.items()))
+def test_two_step_traffic_over_several_rounds_equals_the_stated_traffic(collective, algo):
+    # 70001 floats (280 KB): several of the simulator's 64 KB-slot rounds
+    measured, stated = _measured_and_stated(2, collective, algo, 70001, root=0)
+    assert measured == stated
+
+
+def _bound(collective: str, size: int, n: int) -> float:
+    """The least bytes a rank must send (broadcast: the root) in a call of ``size`` bytes on ``n`` ranks."""
+    return {"all_reduce": 2 * size * (n - 1) / n, "broadcast": size}.get(collective, size * (n - 1) / n)
+
+
+@pytest.mark.parametrize("collective", ["all_reduce", "all_gather", "reduce_scatter", "all_to_all", "broadcast"])
+def test_the_default_choice_at_eight_ranks_moves_near_the_lower_bound_from_1_mb(collective):
+    factories = collection.builtin_factories()
+    rows = collection.default_table(8)[collective]
+    for size in (1 << 20, 16 << 20, 256 << 20, 3 << 30):
+        name = next(n for limit, n in rows if size <= limit)
+        algo = factories[collective, name]()
+        sent = max(algo.traffic(size, 8, rank, root=0)[0] for rank in range(8))
+        limit = 2 * size if collective == "broadcast" else 1.15 * _bound(collective, size, 8)
+        assert _bound(collective, size, 8) <= sent <= limit, (collective, size, name, sent)

@@ -25,7 +25,7 @@ def parse_size(text: str) -> int:
     return int(text)
 
 
-MICRO = {"memory_channel": "memory_channel", "port_channel": "port_channel", "host": "host"}
+MICRO = {"memory_channel": "memory_channel", "port_channel": "port_channel", "host": "host", "traffic": "traffic"}
 
 
 def main(argv=None) -> int:
@@ -39,7 +39,8 @@ def main(argv=None) -> int:
     ap.add_argument("--op", default="all_reduce",
                     choices=["all_reduce", "all_gather", "reduce_scatter", "all_to_all", "broadcast", *MICRO],
                     help="a collective, or a Primitive API microbenchmark (memory_channel: put/get bandwidth, "
-                         "signal and LL packet ping-pong; port_channel: proxy put bandwidth and latency), which "
+                         "signal and LL packet ping-pong; port_channel: proxy put bandwidth and latency; traffic: "
+                         "bytes moved per rank against the lower bound, on the simulator), which "
                          "takes its own options after --op NAME")
     ap.add_argument("-b", "--minbytes", type=parse_size, default=parse_size("1K"))
     ap.add_argument("-e", "--maxbytes", type=parse_size, default=parse_size("16K" if IS_SIM else "64M"))

@@ -35,7 +35,8 @@ def main() -> int:
     ap.add_argument("--iters", type=int, default=1000)
     ap.add_argument("--report", type=int, default=10000)
     ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--algos", default="auto,packet,packet_wide,simple", help="comma-separated; auto: the selector")
+    ap.add_argument("--algos", default="auto,packet,packet_wide,simple,rsag",
+                    help="comma-separated; auto: the selector")
     args = ap.parse_args()
     algos = [None if a == "auto" else a for a in args.algos.split(",")]
     comm = pymscclpp.Communicator.from_mpi()

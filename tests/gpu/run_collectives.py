@@ -20,18 +20,21 @@ def _other_collectives(rng, size: int) -> list:
     fns = {"all_gather": cases.all_gather, "reduce_scatter": cases.reduce_scatter, "all_to_all": cases.all_to_all,
            "broadcast": cases.broadcast}
     plan = []
+    two_step = {"all_gather": "read", "broadcast": "scatter_gather"}
     for name, fn in fns.items():
         extra = lambda: {"reduce_scatter": {"op": str(rng.choice(["sum", "min", "max"]))},  # noqa: E731
                          "broadcast": {"root": int(rng.integers(size))}}.get(name, {})
-        for i in range(12):
-            algo = ["packet", "simple"][i % 2]
+        algos = ["packet", "simple", *([two_step[name]] if name in two_step else [])]
+        for i in range(6 * len(algos)):
+            algo = algos[i % len(algos)]
             hi = (1 << 18) // size if algo == "packet" else (1 << 23)  # bytes per slot
             plan.append((fn, dict(count=int(rng.integers(1, hi // 4)), seed=i, algo=algo, repeat=3,
                                   dtype=str(rng.choice(["float32", "float16", "int32", "uint8"])),
                                   inplace=bool(i % 3 == 0), **extra())))
         for mb, inplace in [(70, False), (33, True)]:  # several 32 MB rounds per slot, a short last one
-            plan.append((fn, dict(count=(mb << 20) // 4 + 3, dtype="float32", seed=mb, inplace=inplace,
-                                  algo="simple", repeat=2, **extra())))
+            for algo in algos[1:]:
+                plan.append((fn, dict(count=(mb << 20) // 4 + 3, dtype="float32", seed=mb, inplace=inplace,
+                                      algo=algo, repeat=2, **extra())))
         plan.append((fn, dict(count=5000, dtype="uint8", seed=1, inplace=False, repeat=4, **extra())))  # selector
     bad = [(c, case) for c in fns for case in ["size", "dtype", "host", "strided", "overlap"]]
     bad += [("reduce_scatter", "slots"), ("all_to_all", "slots"), ("reduce_scatter", "op"), ("broadcast", "root")]
@@ -43,16 +46,17 @@ def main() -> int:
     comm = pymscclpp.Communicator.from_mpi(MPI.COMM_WORLD)
     rng = np.random.default_rng(99)
     plan = []
-    for i in range(30):
-        algo = ["packet", "simple"][i % 2]
+    for i in range(45):
+        algo = ["packet", "simple", "rsag"][i % 3]
         hi = (1 << 18) if algo == "packet" else (1 << 24)
         plan.append((cases.all_reduce, dict(count=int(rng.integers(1, hi // 4)), seed=i,
                                             dtype=str(rng.choice(["float32", "float16", "int32", "uint8"])),
                                             op=str(rng.choice(["sum", "min", "max"])), inplace=bool(i % 3 == 0),
                                             algo=algo, repeat=3)))
     for mb, inplace in [(300, True), (70, False), (33, True), (96, False)]:  # several rounds, short last one
-        plan.append((cases.all_reduce, dict(count=(mb << 20) // 4 + 3, dtype="float32", op="sum", seed=mb,
-                                            inplace=inplace, algo="simple", repeat=2)))
+        for algo in ("simple", "rsag"):
+            plan.append((cases.all_reduce, dict(count=(mb << 20) // 4 + 3, dtype="float32", op="sum", seed=mb,
+                                                inplace=inplace, algo=algo, repeat=2)))
     for algo in ["packet", "packet_wide"]:
         plan.append((cases.all_reduce, dict(count=200_000, dtype="float16", op="max", seed=1, inplace=False,
                                             algo=algo, repeat=3)))

@@ -124,8 +124,10 @@ def plan_cases(size: int, replays: int) -> list:
     """Every collective with both algorithms and two dtypes, the wide packet all-reduce, two streams."""
     big = (1 << 20) + 3 if GPU else 3000 + 3  # elements per slot; odd on purpose; the simulator is slow
     plan = []
+    two_step = {"all_reduce": "rsag", "all_gather": "read", "broadcast": "scatter_gather"}
     for collective in COLLECTIVES:
-        for algo, count in (("packet", 1000), ("simple", big)):
+        extra = [(two_step[collective], big)] if collective in two_step else []
+        for algo, count in (("packet", 1000), ("simple", big), *extra):
             for dtype in ("bfloat16", "float32"):
                 params = dict(collective=collective, count=count, dtype=dtype, replays=replays, algo=algo)
                 if collective == "broadcast":

@@ -1,0 +1,85 @@
+"""``python -m pymscclpp.bench --op traffic --ranks 2,4,8``: the bytes each rank moves through its channels per
+call, counted under the simulator (``runtime.traffic``), beside what the serving algorithm states and the
+collective's lower bound. Needs no GPU: it checks the algorithms' traffic, not their speed."""
+
+from __future__ import annotations
+
+import argparse
+
+import numpy as np
+
+COLLECTIVES = ("all_reduce", "all_gather", "reduce_scatter", "all_to_all", "broadcast")
+
+
+def lower_bound(collective: str, size: int, nranks: int) -> float:
+    """The fewest bytes a rank must send in a call of ``size`` bytes (nccl-tests sizes): all-reduce 2N(n-1)/n,
+    broadcast N (the root), the others N(n-1)/n."""
+    return {"all_reduce": 2 * size * (nranks - 1) / nranks, "broadcast": size}.get(collective,
+                                                                                   size * (nranks - 1) / nranks)
+
+
+def elements(collective: str, count: int, nranks: int) -> tuple[int, int]:
+    """(send, receive) element counts of a call of ``count`` elements (nccl-tests sizes) on ``nranks`` ranks."""
+    part = count // nranks
+    return {"all_gather": (part, part * nranks), "reduce_scatter": (part * nranks, part),
+            "all_to_all": (part * nranks, part * nranks)}.get(collective, (count, count))
+
+
+def measured_call(comm, collective: str, algo: str | None, count: int, root: int = 0) -> dict:
+    """A rank function (PYMSCCLPP_TRAFFIC=1, simulator): this rank's channel counts for one call of ``collective``
+    on ``count`` float32 elements by ``algo`` (None: the selection's choice), after a first call sets it up; the
+    algorithm's name and the traffic it states."""
+    from numba import cuda
+
+    from ..runtime import traffic
+    send_n, recv_n = elements(collective, count, comm.size)
+    send = cuda.to_device(np.ones(send_n, np.float32))
+    recv = cuda.to_device(np.zeros(recv_n, np.float32))
+    args = (send, recv, root) if collective == "broadcast" else (send, recv)
+    for _ in range(2):
+        traffic.reset()
+        getattr(comm, collective)(*args, algo=algo)
+        cuda.synchronize()
+        comm.check_device_errors()
+    served = comm.last_algorithm(collective)
+    size = 4 * max(send_n, recv_n)
+    return {"counts": traffic.counts(), "algorithm": served.name,
+            "stated": served.traffic(size, comm.size, comm.rank, root)}
+
+
+def measure(nranks: int, collectives, size: int, algo: str | None = None) -> list[dict]:
+    """One row per collective: the serving algorithm, measured and stated (sent, received) of the busiest rank,
+    and the lower bound, on ``nranks`` simulator ranks."""
+    from ..runtime import traffic
+    from ..testing import ranks
+    rows = []
+    with ranks(nranks, timeout=300, env={"PYMSCCLPP_TRAFFIC": "1", "PYMSCCLPP_BACKEND": "sim"}) as pool:
+        for collective in collectives:
+            outs = pool.run(measured_call, collective, algo, size // 4)
+            measured = traffic.per_rank([o["counts"] for o in outs])
+            stated = [tuple(o["stated"]) for o in outs]
+            real = 4 * max(elements(collective, size // 4, nranks))
+            rows.append({"ranks": nranks, "collective": collective, "algorithm": outs[0]["algorithm"], "bytes": real,
+                         "sent": max(s for s, _ in measured), "received": max(r for _, r in measured),
+                         "stated_sent": max(s for s, _ in stated), "stated_received": max(r for _, r in stated),
+                         "exact": measured == stated, "bound": lower_bound(collective, real, nranks)})
+    return rows
+
+
+def main(argv=None) -> None:
+    ap = argparse.ArgumentParser(prog="python -m pymscclpp.bench --op traffic", description=__doc__)
+    ap.add_argument("--ranks", default="2,4,8", help="rank counts, comma-separated")
+    ap.add_argument("--size", default="256K", help="bytes per call (nccl-tests sizes; K/M suffixes)")
+    ap.add_argument("--collective", action="append", choices=COLLECTIVES, help="(repeatable) default: all")
+    ap.add_argument("--algo", help="force one algorithm (default: the selection's choice at that size)")
+    args = ap.parse_args(argv)
+    from . import __main__ as cli
+    size = cli.parse_size(args.size)
+    print(f"{'ranks':>5} {'collective':<15} {'algorithm':<15} {'bytes':>9} | {'sent':>9} {'received':>9} | "
+          f"{'stated':>9} {'stated':>9} | {'bound':>9} {'sent/bound':>10}")
+    for n in (int(r) for r in args.ranks.split(",")):
+        for row in measure(n, args.collective or COLLECTIVES, size, args.algo):
+            print(f"{n:>5} {row['collective']:<15} {row['algorithm']:<15} {row['bytes']:>9} | {row['sent']:>9} "
+                  f"{row['received']:>9} | {row['stated_sent']:>9} {row['stated_received']:>9} | "
+                  f"{row['bound']:>9.0f} {row['sent'] / row['bound']:>9.3f}x{'' if row['exact'] else '  MISMATCH'}",
+                  flush=True)

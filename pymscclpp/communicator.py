@@ -12,6 +12,7 @@ import numbers
 from .algos.algorithm import REDUCING, Algorithm, Call
 from .algos.collection import AlgorithmCollection
 from .algos.repeats import RepeatCache, state_of, torch_state
+from .algos.windows import Windows
 from .channels import reduce as red
 from .errors import InvalidUsageError
 from .fallback import nccl as nccl_fallback
@@ -71,6 +72,16 @@ class Communicator(_RuntimeCommunicator):
             algorithm = PlanAlgorithm(plan, name, collective)
         self.algorithms.register(algorithm, collective or algorithm.collective, name or algorithm.name, prefer)
         return algorithm
+
+    def register_buffer(self, buf) -> None:
+        """Register ``buf`` for zero-copy collectives (collective: every rank registers its own buffer, in the same
+        order): all-reduces on buffers that start at registered ones, on every rank, read peers' inputs and write
+        peers' outputs directly, with no scratch copy. Deregister it before freeing it."""
+        self.extension("windows", Windows).register(buf)
+
+    def deregister_buffer(self, buf) -> None:
+        """Undo ``register_buffer`` (every rank alike): calls on ``buf`` go through scratch again."""
+        self.extension("windows", Windows).deregister(buf)
 
     def _pair(self, what: str, sendbuf, recvbuf, recv_factor: int = 1, send_factor: int = 1):
         """Validated (send, recv) infos: recv holds ``recv_factor / send_factor`` times the send bytes."""

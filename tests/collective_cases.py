@@ -191,3 +191,47 @@ def nccl_only_op_without_nccl(comm, state):
     else:
         raise AssertionError("no error")
     np.testing.assert_array_equal(recv.copy_to_host(), np.full(16, 7, np.float32))
+
+
+def all_reduce_registered(comm, state, count: int, dtype: str, seed: int, inplace: bool, register: bool = True,
+                          repeat: int = 2) -> np.ndarray:
+    """all_reduce (sum, the two-shot algorithm) on buffers registered with the communicator equals the NumPy
+    reduction, call after call; returns the last result."""
+    from pymscclpp.runtime.memory import alloc, view_as
+    size = np.dtype(dtype).itemsize
+    send = view_as(alloc(count * size), np.dtype(dtype))
+    recv = send if inplace else view_as(alloc(count * size), np.dtype(dtype))
+    if register:
+        comm.register_buffer(send)
+        if not inplace:
+            comm.register_buffer(recv)
+    for it in range(repeat):
+        send.copy_to_device(rank_data(comm.rank, count, dtype, seed + it))
+        comm.all_reduce(send, None if inplace else recv, algo="rsag")
+        cuda.synchronize()
+        comm.check_device_errors()
+        np.testing.assert_array_equal(recv.copy_to_host(), expected_allreduce(comm.size, count, dtype, seed + it, "sum"))
+    if register:
+        comm.deregister_buffer(send)
+        if not inplace:
+            comm.deregister_buffer(recv)
+    return recv.copy_to_host()
+
+
+def registered_on_some_ranks(comm, state, count: int) -> str:
+    """Every rank registers a buffer, but only rank 0 calls all_reduce on it (the others on another buffer): the
+    zero-copy call and the staged ones disagree, so every rank raises CallMismatchError (no rank returns a wrong
+    result); the error's text."""
+    from pymscclpp.errors import CallMismatchError
+    from pymscclpp.runtime.memory import alloc, view_as
+    registered = view_as(alloc(4 * count), np.float32)
+    other = view_as(alloc(4 * count), np.float32)
+    comm.register_buffer(registered)
+    buf = registered if comm.rank == 0 else other
+    try:
+        comm.all_reduce(buf, algo="rsag")
+        cuda.synchronize()
+        comm.check_device_errors()
+    except CallMismatchError as exc:
+        return str(exc)
+    raise AssertionError("a zero-copy call met staged ones and nothing failed")

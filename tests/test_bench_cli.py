@@ -91,3 +91,32 @@ def test_host_benchmark_reports_every_collective_against_a_reference_op(tmp_path
     for c in ("all_reduce", "all_gather", "reduce_scatter", "all_to_all", "broadcast"):
         assert rows[f"eager_{c}_us"] > 0 and rows[f"eager_{c}_vs_reference"] > 0 and rows[f"first_{c}_s"] > 0
     assert rows["import_pymscclpp_s"] > 0 and rows["reference_us"] > 0
+
+
+def test_tuning_file_keyed_by_rank_count_applies_to_its_rank_count_only(tmp_path, monkeypatch):
+    from pymscclpp.algos import collection
+    path = tmp_path / "t.json"
+    path.write_text(json.dumps({"8": {"all_reduce": [[float("inf"), "simple"]]}}))
+    monkeypatch.setenv("PYMSCCLPP_TUNING_FILE", str(path))
+    assert collection.load_table(8)["all_reduce"] == [(float("inf"), "simple")]
+    assert collection.load_table(4)["all_reduce"] == collection.default_table(4)["all_reduce"]
+
+
+def test_the_tuner_keeps_other_rank_counts_tables_in_its_file(tmp_path):
+    from pymscclpp.bench.tune import write_table
+    path = tmp_path / "t.json"
+    write_table(str(path), 2, {"all_reduce": [[float("inf"), "simple"]]})
+    write_table(str(path), 8, {"all_reduce": [[float("inf"), "rsag"]]})
+    assert json.loads(path.read_text()) == {"2": {"all_reduce": [[float("inf"), "simple"]]},
+                                             "8": {"all_reduce": [[float("inf"), "rsag"]]}}
+
+
+@pytest.mark.parametrize("nranks,size,collective,name", [
+    (2, 1 << 20, "all_reduce", "simple"), (2, 64 << 20, "all_reduce", "rsag"), (4, 1 << 20, "all_reduce", "rsag"),
+    (8, 128 << 10, "all_reduce", "rsag"), (8, 32 << 10, "all_reduce", "packet_wide"),
+    (2, 1 << 20, "all_gather", "simple"), (8, 1 << 20, "all_gather", "read"),
+    (8, 1 << 20, "broadcast", "scatter_gather"), (8, 1 << 20, "reduce_scatter", "simple")])
+def test_the_default_selection_depends_on_the_rank_count(nranks, size, collective, name):
+    from pymscclpp.algos import collection
+    rows = collection.default_table(nranks)[collective]
+    assert next(n for limit, n in rows if size <= limit) == name

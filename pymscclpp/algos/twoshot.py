@@ -3,10 +3,17 @@ scratch, flags) and prepared launch, read-based kernels that move each byte acro
 
 from __future__ import annotations
 
+from numba.core import types
+
 from ..channels import reduce as red
+from ..runtime import handle_types as ht
+from ..runtime.fingerprint import REGISTERED
+from ..runtime.launch import Launch
 from . import twoshot_kernels as k2
 from .algorithm import Call
+from .callcheck import handle_type
 from .oneshot import AllGather, Broadcast, OneShot, simple_round_bytes
+from .windows import Windows
 
 
 def round_shards(size: int, nranks: int, slots: int) -> list[list[int]]:
@@ -23,14 +30,65 @@ def round_shards(size: int, nranks: int, slots: int) -> list[list[int]]:
 
 class AllReduceTwoShot(OneShot):
     """Reduce-scatter then all-gather in one kernel, read-based (MSCCL++'s ``rsag``): each rank sends and receives
-    2N(n-1)/n where the one-shot all-reduce moves N(n-1); bit-identical on every rank."""
+    2N(n-1)/n where the one-shot all-reduce moves N(n-1); bit-identical on every rank. A call whose buffers are
+    registered with the communicator (``register_buffer``, at their start) runs zero-copy (``rsag_zero_copy``):
+    peers' inputs are read and peers' outputs written directly, no scratch copy; its fingerprint says so, so ranks
+    that disagree on it fail the call check."""
 
     collective = "all_reduce"
     kernels = {"simple": k2.all_reduce_rsag_simple}
     params = ("kind", "op")
 
+    def setup(self, comm) -> None:
+        super().setup(comm)
+        self.windows = comm.extension("windows", Windows)
+        self._zero_copy: dict[tuple, Launch] = {}  # (send window, recv window) -> its prepared launch
+        self._generation = self.windows.generation
+
     def param_values(self, call: Call) -> tuple:
         return (red.DTYPE_KINDS[call.dtype], red.OPS[call.op])
+
+    @staticmethod
+    def zero_copy_argtypes(nranks: int) -> tuple:
+        """The numba types of ``all_reduce_zero_copy_simple``'s arguments on ``nranks`` ranks."""
+        chans = types.UniTuple(ht.memory_channel(), nranks - 1)
+        i64 = types.int64
+        return (chans, handle_type(nranks - 1), i64, chans, chans, ht.BYTES, ht.BYTES, i64, i64, i64, i64, i64)
+
+    def _zero_copy_launch(self, call: Call) -> Launch | None:
+        """The prepared zero-copy launch for ``call``'s registered buffers, or None when either is not registered."""
+        sent = self.windows.find(call.send[0], call.nbytes)
+        got = sent if call.in_place else self.windows.find(call.recv[0], call.nbytes)
+        if sent is None or got is None:
+            return None
+        if self._generation != self.windows.generation:  # a deregistration: launches of closed windows go
+            self._zero_copy.clear()
+            self._generation = self.windows.generation
+        key = (sent.address, got.address)
+        launch = self._zero_copy.get(key)
+        if launch is None:
+            base = self.kernel_launch.values
+            args = {"chans": base["chans"], "cc": base["cc"], "fp": 0, "ins": sent.handles, "outs": got.handles,
+                    "inp": sent.local, "out": got.local, "nbytes": 0, "rank": base["rank"], "nranks": base["nranks"],
+                    "kind": 0, "op": 0}
+            launch = self._zero_copy[key] = Launch(k2.all_reduce_zero_copy_simple, self.blocks, self.threads, args,
+                                                   argtypes=self.zero_copy_argtypes(self.size))
+        return launch
+
+    def launch(self, call: Call) -> None:
+        launch = self._zero_copy_launch(call)
+        if launch is None:
+            super().launch(call)
+            return
+        kept = call if call.sendbuf is None else None
+        if kept is not None and launch.launch_kept(kept, call.stream):
+            return
+        fp = self.check.fingerprint(call)
+        launch.set_int("fp", fp | REGISTERED if fp else 0)
+        launch.set_int("nbytes", call.nbytes)
+        launch.set_int("kind", red.DTYPE_KINDS[call.dtype])
+        launch.set_int("op", red.OPS[call.op])
+        launch.launch(call.stream, kept)
 
     def traffic(self, size: int, nranks: int, rank: int, root: int = 0) -> tuple[int, int]:
         """Peers pull the other shards of our staged input and our reduced shard; we pull theirs alike."""

@@ -90,6 +90,29 @@ def all_reduce_rsag_simple(chans, cc, fp, inp, out, scratch, flags, nbytes, slot
 
 
 @cuda.jit(device=True)
+def all_reduce_zero_copy(chans, cc, fp, ins, outs, inp, out, nbytes, rank, nranks, kind, op):
+    """Two-shot all-reduce on buffers registered on every rank (``algos.windows``), no scratch: once every rank's
+    input is ready, rank r reduces shard r reading every rank's input (``ins[j].dst``) and writes it into every
+    rank's output (``outs[j].dst``); a second barrier ends the call when every shard is everywhere and nobody
+    reads our input any more."""
+    tid, nt = cuda.threadIdx.x, cuda.blockDim.x
+    begin_call(cc, fp, rank, nranks)
+    if not calls_agree(cc, fp, rank, nranks):
+        return
+    signal_and_wait_all(chans, nranks)
+    at, _, n = shard_slice(nbytes, nranks, rank)
+    if n > 0:
+        red.reduce_peers_to_all(out, inp, at, rank, ins, outs, nranks, n, tid, nt, kind, op)
+    signal_and_wait_all(chans, nranks)
+
+
+@cuda.jit(cache=True, **SIMPLE_LIMITS)
+def all_reduce_zero_copy_simple(chans, cc, fp, ins, outs, inp, out, nbytes, rank, nranks, kind, op):
+    """``all_reduce_zero_copy`` (simple protocol)."""
+    all_reduce_zero_copy(chans, cc, fp, ins, outs, inp, out, nbytes, rank, nranks, kind, op)
+
+
+@cuda.jit(device=True)
 def all_gather_read(chans, cc, fp, inp, out, scratch, flags, nbytes, slot_bytes, rank, nranks):
     """All-gather of ``nbytes`` per rank: stage our data in our scratch, then read every peer's staged data into
     its slot of ``out``; rounds of ``slot_bytes``. One barrier per round: a peer reads round k's stage before it

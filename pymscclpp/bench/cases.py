@@ -24,6 +24,7 @@ class Case:
     bus_factor: float
     floor: Callable[[], None]       # the local torch op moving the same bytes
     expected: Callable[[], object]  # our output's exact value, from every rank's input
+    buffers: tuple = ()             # what ``--register`` registers with the communicator (zero-copy calls)
 
 
 def _data(torch, dtype, count: int, rank: int, salt: int):
@@ -60,7 +61,7 @@ def make_case(op: str, comm, dist, torch, dtype, nbytes: int, redop: str, algo: 
         out, ref, y, z = torch.empty_like(x), torch.empty_like(x), torch.empty_like(x), torch.zeros_like(x)
         return Case(count, lambda: comm.all_reduce(x, out, op=redop, **kw),
                     dist and (lambda: (ref.copy_(x), dist.all_reduce(ref, op=reduce_op))), (out, ref), 2 * (n - 1) / n,
-                    lambda: torch.add(x, z, out=y), lambda: _reduced(torch, dtype, count, n, 1, redop))
+                    lambda: torch.add(x, z, out=y), lambda: _reduced(torch, dtype, count, n, 1, redop), (x, out))
     part = max(1, count // n)
     if op == "all_gather":
         x = _data(torch, dtype, part, rank, 2)

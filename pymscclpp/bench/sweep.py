@@ -95,6 +95,9 @@ def run_sweep(args) -> list[dict] | None:
         case = make_case(args.op, comm, dist, torch, dtype, size, args.redop, args.algo)
         nbytes = case.count * case.outputs[0].element_size()
         reference = case.floor if floor else case.nccl
+        registered = case.buffers if args.register else ()
+        for buf in registered:
+            comm.register_buffer(buf)
         for _ in range(args.warmup):
             case.ours()
             if reference is not None:
@@ -123,6 +126,8 @@ def run_sweep(args) -> list[dict] | None:
         # the slowest rank's times: a collective ends when its last rank does
         t_ours, t_ref = world.allreduce(t_ours, op=_max()), world.allreduce(t_ref, op=_max())
         comm.check_device_errors()
+        for buf in registered:
+            comm.deregister_buffer(buf)
         row = result_row(args, nbytes, case.count, t_ours, t_ref, wrong, case.bus_factor)
         rows.append(row)
         if comm.rank == 0:

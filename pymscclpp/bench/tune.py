@@ -2,13 +2,15 @@
 table.
 
 ``mpirun -np 2 python -m pymscclpp.bench.tune --out tuning.json`` on the target machine, then
-``export PYMSCCLPP_TUNING_FILE=tuning.json``. CUDA-graph timing, median of ``--reps`` replays.
+``export PYMSCCLPP_TUNING_FILE=tuning.json``. CUDA-graph timing, median of ``--reps`` replays. The file holds a
+table per rank count: a run at another rank count adds its own and keeps the others.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 
 from .__main__ import parse_size
 from .cases import make_case
@@ -32,6 +34,20 @@ def table_from_winners(winners: list[tuple[int, str]]) -> list[list]:
     return rows
 
 
+def write_table(path: str, nranks: int, table: dict) -> None:
+    """Store ``table`` as the one for ``nranks`` ranks in the tuning file at ``path``, keeping its other rank
+    counts' tables (a file of the older flat form is replaced)."""
+    tables = {}
+    if os.path.exists(path):
+        with open(path) as f:
+            old = json.load(f)
+        if old and all(str(key).isdigit() for key in old):
+            tables = old
+    tables[str(nranks)] = table
+    with open(path, "w") as f:
+        json.dump(tables, f, indent=1)
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(prog="python -m pymscclpp.bench.tune", description=__doc__)
     ap.add_argument("-b", "--minbytes", type=parse_size, default=parse_size("1K"))
@@ -42,7 +58,7 @@ def main(argv=None) -> int:
     ap.add_argument("--reps", type=int, default=10)
     ap.add_argument("--out", required=True)
     args = ap.parse_args(argv)
-    world, comm, torch, dist = _setup()
+    world, comm, torch, _ = _setup(nccl=False)
     dtype = getattr(torch, args.dtype)
     table = {}
     for op in COLLECTIVES:
@@ -56,7 +72,7 @@ def main(argv=None) -> int:
             for name in names:
                 if size > comm.algorithms.get(op, name).message_range[1]:
                     continue
-                case = make_case(op, comm, dist, torch, dtype, size, "sum", name)
+                case = make_case(op, comm, None, torch, dtype, size, "sum", name)
                 case.ours()
                 torch.cuda.synchronize()
                 times[name] = time_graph(capture(case.ours, args.iters), args.iters, args.reps, world.Barrier)
@@ -68,10 +84,9 @@ def main(argv=None) -> int:
             size *= args.stepfactor
         table[op] = table_from_winners(winners)
     if comm.rank == 0:
-        with open(args.out, "w") as f:
-            json.dump(table, f, indent=1)
-        print(f"selection table written to {args.out}; use it with PYMSCCLPP_TUNING_FILE={args.out}")
-    dist.destroy_process_group()
+        write_table(args.out, comm.size, table)
+        print(f"selection table for {comm.size} ranks written to {args.out}; use it with "
+              f"PYMSCCLPP_TUNING_FILE={args.out}")
     comm.close()
     return 0
 

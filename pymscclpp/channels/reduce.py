@@ -204,13 +204,16 @@ def _source(s, own_slot, own, own_off, slots, slots_off, stride, chans, use_chan
 
 @cuda.jit(device=True)
 def reduce_sources(dst, dst_off, copy, copy_off, own, own_off, own_slot, slots, slots_off, stride, chans, use_chans,
-                   nslots, nbytes, tid, nthreads, kind, op):
-    """``dst[dst_off:]`` (and, unless ``copy`` is ``dst``, ``copy[copy_off:]``) = ``nslots`` sources reduced in slot
-    order, each element read once: slot ``own_slot`` from ``own[own_off:]``, the others (``_source``) from peers'
-    memory or from slots of ``slots``. Each thread keeps four vectors of a source in flight (peer reads are
+                   fan, fan_out, nslots, nbytes, tid, nthreads, kind, op):
+    """``dst[dst_off:]`` (and, unless ``copy`` is ``dst``, ``copy[copy_off:]``; with ``fan_out``, every peer memory
+    ``fan[j].dst[dst_off:]`` too) = ``nslots`` sources reduced in slot order, each element read once: slot
+    ``own_slot`` from ``own[own_off:]``, the others (``_source``) from peers' memory or from slots of ``slots``. Each thread keeps four vectors of a source in flight (peer reads are
     latency-bound). One pass, so ``dst`` may alias a source at the same offsets (in place)."""
     two = address_of(copy, copy_off) != address_of(dst, dst_off)
     al = address_of(dst, dst_off) | address_of(copy, copy_off)
+    if fan_out:
+        for j in range(nslots - 1):
+            al = al | address_of(fan[j].dst, dst_off)
     for s in range(nslots):
         arr, off = _source(s, own_slot, own, own_off, slots, slots_off, stride, chans, use_chans)
         al = al | address_of(arr, off)
@@ -229,6 +232,9 @@ def reduce_sources(dst, dst_off, copy, copy_off, own, own_off, own_slot, slots, 
             _store4(dst, dst_off + o, step, acc)
             if two:
                 _store4(copy, copy_off + o, step, acc)
+            if fan_out:
+                for j in range(nslots - 1):
+                    _store4(fan[j].dst, dst_off + o, step, acc)
             i += 4 * nthreads
         while i < nvec:
             o = i * 16
@@ -240,6 +246,9 @@ def reduce_sources(dst, dst_off, copy, copy_off, own, own_off, own_slot, slots, 
             store_v4(dst, dst_off + o, a[0], a[1], a[2], a[3])
             if two:
                 store_v4(copy, copy_off + o, a[0], a[1], a[2], a[3])
+            if fan_out:
+                for j in range(nslots - 1):
+                    store_v4(fan[j].dst, dst_off + o, a[0], a[1], a[2], a[3])
             i += nthreads
         done = nvec * 16
     size = itemsize_of(kind)
@@ -255,6 +264,9 @@ def reduce_sources(dst, dst_off, copy, copy_off, own, own_off, own_slot, slots, 
         scatter_word(dst, dst_off + o, w, size)
         if two:
             scatter_word(copy, copy_off + o, w, size)
+        if fan_out:
+            for j in range(nslots - 1):
+                scatter_word(fan[j].dst, dst_off + o, w, size)
         i += nthreads
 
 
@@ -264,7 +276,7 @@ def reduce_slots(dst, dst_off, own, own_off, own_slot, slots, slots_off, stride,
     """``reduce_sources`` of slot ``own_slot`` from ``own[own_off:]`` and slot s from ``slots[slots_off + s *
     stride:]`` into ``dst`` (``chans``: any channel tuple, unused, for the shared body's types)."""
     reduce_sources(dst, dst_off, dst, dst_off, own, own_off, own_slot, slots, slots_off, stride, chans, False,
-                   nslots, nbytes, tid, nthreads, kind, op)
+                   chans, False, nslots, nbytes, tid, nthreads, kind, op)
 
 
 @cuda.jit(device=True)
@@ -273,5 +285,13 @@ def reduce_peers(dst, dst_off, copy, copy_off, own, own_off, rank, chans, peer_o
     """``reduce_sources`` of every rank's data in rank order into ``dst`` and ``copy``: ours from ``own[own_off:]``,
     rank r's from the peer memory ``chans[j].dst[peer_off:]`` of its channel (``chans[j]``: the j-th peer in rank
     order)."""
-    reduce_sources(dst, dst_off, copy, copy_off, own, own_off, rank, own, peer_off, 0, chans, True, nranks, nbytes,
-                   tid, nthreads, kind, op)
+    reduce_sources(dst, dst_off, copy, copy_off, own, own_off, rank, own, peer_off, 0, chans, True, chans, False,
+                   nranks, nbytes, tid, nthreads, kind, op)
+
+
+@cuda.jit(device=True)
+def reduce_peers_to_all(out, own, off, rank, ins, outs, nranks, nbytes, tid, nthreads, kind, op):
+    """Every rank's ``off:`` bytes reduced in rank order, read once each (ours from ``own``, rank r's from its
+    memory ``ins[j].dst``), written to our ``out`` and to every peer's memory ``outs[j].dst`` at ``off``."""
+    reduce_sources(out, off, out, off, own, off, rank, own, off, 0, ins, True, outs, True, nranks, nbytes, tid,
+                   nthreads, kind, op)

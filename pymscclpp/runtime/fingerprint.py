@@ -3,7 +3,9 @@
 One non-negative int64: bits 0-39 the element count of the send buffer (saturating at 2^40 - 1), 40-51 the
 root (broadcast; saturating at 4095), 52-54 the op (1 + its index in ``OPS``), 55-59 the dtype (1 + its
 index in ``DTYPES``; 0 an unlisted dtype, whose count is then in bytes), 60-62 the collective (1 + its index
-in ``COLLECTIVES``). Never 0, which kernels read as "check off".
+in ``COLLECTIVES``). Never 0, which kernels read as "check off". Collectives other than broadcast have no root:
+their root field holds ``REGISTERED`` when the call runs zero-copy on buffers registered with the communicator,
+so ranks that disagree on it (one registered the buffers it calls with, another did not) fail the check.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ _OP_AT = _ROOT_AT + ROOT_BITS
 _DTYPE_AT = _OP_AT + OP_BITS
 _COLLECTIVE_AT = _DTYPE_AT + DTYPE_BITS
 _DTYPE_NAMES = tuple(DTYPES)
+REGISTERED = 1 << _ROOT_AT  # OR-ed into a zero-copy call's fingerprint (not a broadcast's)
 
 
 class Fingerprint(NamedTuple):
@@ -71,6 +74,8 @@ def describe(fp: int) -> str:
         text += f" with op {f.op}"
     if f.collective == "broadcast":
         text += f" from root {f.root}"
+    elif f.root:
+        text += " on registered buffers (zero-copy)"
     return text
 
 

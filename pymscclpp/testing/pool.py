@@ -45,16 +45,23 @@ class RankPool:
         self.rank_env = rank_env or [{}] * n
         self._ctx = _context(tuple(preload))
         self._procs: list = []
-        self._dir = tempfile.mkdtemp(prefix="pymscclpp-ranks-")
+        self._dir = ""  # where the ranks write their stacks, made by each start
 
     @property
     def pids(self) -> list[int]:
         """The rank processes' ids, by rank (empty until the first call starts them)."""
         return [p.pid for p in self._procs]
 
+    def start(self) -> RankPool:
+        """Start the rank processes now rather than on the first call (no-op when they run)."""
+        if not self._procs:
+            self._start()
+        return self
+
     def _start(self) -> None:
         from ..runtime.bootstrap import get_unique_id
         uid = get_unique_id(addr="127.0.0.1").to_bytes()
+        self._dir = tempfile.mkdtemp(prefix="pymscclpp-ranks-")
         self._results = self._ctx.Queue()
         self._tasks = [self._ctx.Queue() for _ in range(self.size)]
         for r in range(self.size):
@@ -72,8 +79,7 @@ class RankPool:
         """``fn(comm, *args, **kwargs)`` on every rank; their results in rank order. Raises ``RankFailure`` when a
         rank raises or ranks still run after ``timeout`` seconds (default: the pool's)."""
         task = pickling.dumps((fn, args, kwargs))
-        if not self._procs:
-            self._start()
+        self.start()
         for q in self._tasks:
             q.put(task)
         return [pickle.loads(v) for v in self._collect(self.timeout if timeout is None else timeout,
@@ -127,7 +133,7 @@ class RankPool:
         return f"{what} failed on {len(errors) + len(stacks)} of {self.size} rank(s):\n" + "\n".join(parts)
 
     def close(self, kill: bool = False) -> None:
-        """End the rank processes (``kill``: at once); the next call starts new ones."""
+        """End the rank processes (``kill``: at once); a later call starts new ones."""
         for q, p in zip(getattr(self, "_tasks", []), self._procs):
             if p.is_alive() and not kill:
                 q.put(None)
@@ -137,13 +143,14 @@ class RankPool:
                 p.kill()
                 p.join()
         self._procs = []
+        if self._dir:
+            shutil.rmtree(self._dir, ignore_errors=True)
 
     def __enter__(self) -> RankPool:
         return self
 
     def __exit__(self, *exc) -> None:
         self.close()
-        shutil.rmtree(self._dir, ignore_errors=True)
 
 
 def ranks(n: int, *, timeout: float = 60.0, env: dict | None = None, rank_env: list[dict] | None = None,

@@ -82,8 +82,10 @@ def broadcast(inputs: Sequence, root: int = 0) -> list[np.ndarray]:
 
 def expected(call, inputs: Sequence) -> list[np.ndarray]:
     """The expected outputs of a drawn call (``strategies.collective_calls``) on ``inputs``."""
-    if call.collective in ("all_reduce", "reduce_scatter"):
-        return globals()[call.collective](inputs, call.op)
+    if call.collective == "all_reduce":
+        return all_reduce(inputs, call.op)
+    if call.collective == "reduce_scatter":
+        return reduce_scatter(inputs, call.op)
     if call.collective == "broadcast":
         return broadcast(inputs, call.root)
-    return globals()[call.collective](inputs)
+    return {"all_gather": all_gather, "all_to_all": all_to_all}[call.collective](inputs)

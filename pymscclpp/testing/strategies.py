@@ -99,5 +99,5 @@ def dsl_programs(min_ranks: int = 2, max_ranks: int = 3, max_steps: int = 6, max
     return program_specs(min_ranks, max_ranks, max_steps, max_chunks, max_channels, max_tbs, packets).map(build)
 
 
-__all__ = ["CollectiveCall", "DrawnProgram", "ProgramSpec", "collective_calls", "dsl_programs", "program_specs",
-           "rank_inputs"]
+__all__ = ["CollectiveCall", "DrawnProgram", "ProgramSpec", "collective_calls", "dsl_programs", "np_dtype",
+           "program_specs", "rank_inputs"]

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import numbers
 
+from ._log import get_logger
 from .algos.algorithm import REDUCING, Algorithm, Call
 from .algos.collection import AlgorithmCollection
 from .algos.repeats import RepeatCache, state_of, torch_state
@@ -19,6 +20,8 @@ from .fallback import nccl as nccl_fallback
 from .runtime.backend import IS_SIM
 from .runtime.buffers import as_numba_stream, buffer_info, bytes_view, stream_handle
 from .runtime.communicator import Communicator as _RuntimeCommunicator
+
+_log = get_logger("algos")
 
 
 def _current_stream_of(tensor):
@@ -43,6 +46,7 @@ class Communicator(_RuntimeCommunicator):
         super().__init__(*args, **kwargs)
         self.algorithms: AlgorithmCollection = self.extension("algorithms", AlgorithmCollection)
         self._repeats = RepeatCache(self.algorithms)
+        self._served: dict[str, Algorithm] = {}  # collective -> the algorithm that served its last call
 
     def _repeat(self, key: tuple, sendbuf, recvbuf, stream) -> bool:
         """Launch a call made before on the same buffers (unchanged), skipping its checks and selection."""
@@ -54,6 +58,7 @@ class Communicator(_RuntimeCommunicator):
         if handle != call.stream:
             call = hit.call = call._replace(stream=handle)
         self.raise_if_failed()
+        self._served[call.collective] = hit.algorithm
         hit.algorithm.launch(call)
         if IS_SIM:
             self.check_device_errors()
@@ -82,6 +87,11 @@ class Communicator(_RuntimeCommunicator):
     def deregister_buffer(self, buf) -> None:
         """Undo ``register_buffer`` (every rank alike): calls on ``buf`` go through scratch again."""
         self.extension("windows", Windows).deregister(buf)
+
+    def last_algorithm(self, collective: str) -> Algorithm | None:
+        """The algorithm that served this rank's last ``collective`` call that went to an algorithm (None before one;
+        empty calls, one-rank copies and NCCL's calls go to none): what a test asserts to know its algorithm ran."""
+        return self._served.get(collective)
 
     def _pair(self, what: str, sendbuf, recvbuf, recv_factor: int = 1, send_factor: int = 1):
         """Validated (send, recv) infos: recv holds ``recv_factor / send_factor`` times the send bytes."""
@@ -197,7 +207,8 @@ class Communicator(_RuntimeCommunicator):
                     (recv.ptr, bytes_view(out, recv) if IS_SIM else None), nbytes, size, send.dtype,
                     op if collective in REDUCING else "sum", root, stream_handle(stream, sendbuf, self.device),
                     in_place)
-        algorithm = self.algorithms.select(call, algo)
+        algorithm = self._served[collective] = self.algorithms.select(call, algo)
+        _log.debug("%s of %d bytes (%s, %s) served by %r", collective, size, call.dtype, call.op, algorithm)
         algorithm.launch(call)
         if IS_SIM:  # a simulated kernel has finished by now: its failure is this call's
             self.check_device_errors()

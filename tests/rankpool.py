@@ -1,104 +1,36 @@
-"""A pool of rank processes for tests: each builds a Communicator once, then runs cases on request.
-
-Cases run collectively: ``pool.run(fn, **params)`` calls ``fn(comm, state, **params)`` on every
-rank and returns their results, re-raising the first rank's failure with its traceback. A case
-that does not finish within its budget kills the pool, so a hang becomes a test failure.
+"""The suite's rank pools, over ``pymscclpp.testing``: cases are ``fn(comm, state, **params)``, ``state`` a dict
+each rank keeps across its pool's calls (an executor, a registered algorithm), which the kit's calls do not pass.
 """
 
 from __future__ import annotations
 
-import multiprocessing as mp
-import os
-import queue
-import traceback
+from pymscclpp.testing import ranks
 
-_CTX = mp.get_context("spawn")
+_STATE: dict = {}  # in each rank process (one pool each): what its cases keep
 
 
-def _forkserver(preload: tuple[str, ...]):
-    """A forkserver context whose server imports ``preload`` once: its ranks start without importing them
-    again (the first pool to start the server chooses what it preloads)."""
-    ctx = mp.get_context("forkserver")
-    ctx.set_forkserver_preload(list(preload))
-    return ctx
-
-
-def _worker(rank: int, size: int, uid_bytes: bytes, env: dict, tasks, results) -> None:
-    os.environ.update(env)
-    from pymscclpp.runtime.bootstrap import UniqueId
-    from pymscclpp import Communicator
-    try:
-        comm = Communicator.from_unique_id(UniqueId.from_bytes(uid_bytes), rank, size)
-    except BaseException:
-        results.put((rank, False, traceback.format_exc()))
-        return
-    results.put((rank, True, "ready"))
-    state: dict = {}
-    while True:
-        item = tasks.get()
-        if item is None:
-            break
-        fn, params = item
-        try:
-            results.put((rank, True, fn(comm, state, **params)))
-        except BaseException:
-            results.put((rank, False, traceback.format_exc()))
-    comm.close()
+def _with_state(comm, fn, params: dict):
+    return fn(comm, _STATE, **params)
 
 
 class RankPool:
-    """``size`` rank processes on the simulator (or whatever PYMSCCLPP_BACKEND says) sharing one job."""
+    """``size`` ranks started now; ``run(fn, timeout, **params)`` is the kit's ``run`` with the state."""
 
     def __init__(self, size: int, env: dict | None = None, start_timeout: float = 120.0,
                  rank_env: list[dict] | None = None, preload: tuple[str, ...] = ()):
-        """``preload``: modules that a forkserver imports once for every rank (many ranks start in seconds);
-        they must not depend on ``env`` at import time. Without it, ranks are spawned afresh."""
-        from pymscclpp.runtime.bootstrap import get_unique_id
         self.size = size
-        uid = get_unique_id(addr="127.0.0.1")
-        env = {"PYMSCCLPP_BACKEND": os.environ.get("PYMSCCLPP_BACKEND", "sim"), **(env or {})}
-        ctx = _forkserver(preload) if preload else _CTX
-        self._results = ctx.Queue()
-        self._tasks = [ctx.Queue() for _ in range(size)]
-        per_rank = rank_env or [{}] * size  # e.g. a PYMSCCLPP_HOST_ID per rank to fake several hosts
-        self._procs = [ctx.Process(target=_worker, args=(r, size, uid.to_bytes(), {**env, **per_rank[r]}, self._tasks[r],
-                                                          self._results), daemon=True) for r in range(size)]
-        for p in self._procs:
-            p.start()
-        self._collect(start_timeout, "start-up")
+        self._pool = ranks(size, env=env, rank_env=rank_env, start_timeout=start_timeout, preload=preload).start()
 
-    def _collect(self, timeout: float, what: str) -> list:
-        out: list = [None] * self.size
-        errors = []
-        for _ in range(self.size):
-            try:
-                rank, ok, value = self._results.get(timeout=timeout)
-            except queue.Empty:
-                self.close(kill=True)
-                raise TimeoutError(f"{what}: ranks did not answer within {timeout} s (pool killed)") from None
-            if ok:
-                out[rank] = value
-            else:
-                errors.append(f"--- rank {rank} ---\n{value}")
-        if errors:
-            raise AssertionError(f"{what} failed on {len(errors)} rank(s):\n" + "\n".join(sorted(errors)))
-        return out
+    @property
+    def pids(self) -> list[int]:
+        return self._pool.pids
 
     def run(self, fn, timeout: float = 120.0, **params) -> list:
-        """Run ``fn(comm, state, **params)`` on every rank; the list of per-rank results."""
-        for q in self._tasks:
-            q.put((fn, params))
-        return self._collect(timeout, f"{fn.__name__}({params})")
+        """``fn(comm, state, **params)`` on every rank; their results (``RankFailure`` when one raises or hangs)."""
+        return self._pool.run(_with_state, fn, params, timeout=timeout)
 
     def close(self, kill: bool = False) -> None:
-        for q, p in zip(self._tasks, self._procs):
-            if p.is_alive() and not kill:
-                q.put(None)
-        for p in self._procs:
-            p.join(timeout=0 if kill else 20)
-            if p.is_alive():
-                p.kill()
-                p.join()
+        self._pool.close(kill)
 
 
 class PoolCache:

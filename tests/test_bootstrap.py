@@ -16,7 +16,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from pymscclpp.errors import BootstrapError, CommTimeoutError, InvalidUsageError, PeerDisconnectedError
-from pymscclpp.runtime.bootstrap import Bootstrap, LocalBootstrap, TcpBootstrap, UniqueId, get_unique_id
+from pymscclpp.runtime.bootstrap import Bootstrap, TcpBootstrap, UniqueId, get_unique_id
+from pymscclpp.runtime.bootstrap.local import LocalBootstrap
 from pymscclpp.runtime.bootstrap import sockets, wire
 from pymscclpp.runtime.bootstrap.base import Deadline
 

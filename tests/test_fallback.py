@@ -16,7 +16,7 @@ import pytest
 import pymscclpp  # noqa: F401
 from pymscclpp.errors import InvalidUsageError
 from pymscclpp.fallback import _lib, nccl as fb
-from pymscclpp.runtime.bootstrap import LocalBootstrap
+from pymscclpp.runtime.bootstrap.local import LocalBootstrap
 
 FAKE_NCCL_C = r"""
 #include <string.h>

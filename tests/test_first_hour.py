@@ -90,7 +90,7 @@ def test_numba_messages_carry_no_ansi_codes_even_with_colorama(tmp_path, order):
 def test_a_numba_stream_is_accepted_under_the_simulator():
     from numba import cuda
     from pymscclpp import Communicator
-    from pymscclpp.runtime.bootstrap import LocalBootstrap
+    from pymscclpp.runtime.bootstrap.local import LocalBootstrap
     from pymscclpp.runtime.buffers import stream_handle
     assert stream_handle(cuda.stream()) == 0
     comm = Communicator(LocalBootstrap.create(1)[0])

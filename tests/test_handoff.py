@@ -7,7 +7,7 @@ import pytest
 
 from pymscclpp.errors import RegistrationError
 from pymscclpp.runtime import handoff, shm
-from pymscclpp.runtime.bootstrap import LocalBootstrap
+from pymscclpp.runtime.bootstrap.local import LocalBootstrap
 
 
 def run_pair(fn):

@@ -9,7 +9,8 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 
 from pymscclpp.errors import InvalidUsageError, PymscclppError, RegistrationError, SetupAbortedError
-from pymscclpp.runtime.bootstrap import LocalBootstrap, TcpBootstrap, get_unique_id
+from pymscclpp.runtime.bootstrap import TcpBootstrap, get_unique_id
+from pymscclpp.runtime.bootstrap.local import LocalBootstrap
 from pymscclpp.runtime.setup_guard import SetupGuard
 
 BUDGET_S = 30.0  # the bootstraps' wait budget: every failure below must end far sooner

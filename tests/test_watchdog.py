@@ -13,7 +13,7 @@ import pytest
 from pymscclpp import Communicator
 from pymscclpp.errors import InvalidUsageError
 from pymscclpp.runtime import watchdog
-from pymscclpp.runtime.bootstrap import LocalBootstrap
+from pymscclpp.runtime.bootstrap.local import LocalBootstrap
 
 # a timed-out packet wait: state 1, op 2, rank 0, peer 1, channel 3, expected 5, seen 4, block 0
 TIMEOUT_WORDS = np.array([1, 2, 0, 1, 3, 5, 4, 0], np.int64)
@@ -66,7 +66,7 @@ def test_abort_mode_ends_the_process_with_the_error_within_seconds():
         import time, numpy as np
         from pymscclpp import Communicator
         from pymscclpp.runtime import watchdog
-        from pymscclpp.runtime.bootstrap import LocalBootstrap
+        from pymscclpp.runtime.bootstrap.local import LocalBootstrap
         watchdog.POLL_S = 0.05
         comm = Communicator(LocalBootstrap.create(1)[0])
         comm.error_area.copy_to_device(np.array([1, 2, 0, 1, 3, 5, 4, 0], np.int64))

@@ -21,7 +21,7 @@ def pool(size: int = 2, **env) -> RankPool:
 
 
 def pool_pids(p: RankPool) -> list[int]:
-    return [proc.pid for proc in p._procs]
+    return p.pids
 
 
 @pytest.fixture(scope="session", autouse=True)

@@ -149,7 +149,7 @@ BOOTSTRAP = {
 
 @pytest.mark.parametrize("case", list(BOOTSTRAP))
 def test_bad_bootstrap_send_or_recv_is_refused_and_delivers_nothing(case, monkeypatch):
-    from pymscclpp.runtime.bootstrap import LocalBootstrap
+    from pymscclpp.runtime.bootstrap.local import LocalBootstrap
     call, error, words = BOOTSTRAP[case]
     monkeypatch.setenv("PYMSCCLPP_BOOTSTRAP_MAX_MSG", "1024")
     group = LocalBootstrap.create(2, timeout=5)
@@ -169,7 +169,7 @@ def test_bad_bootstrap_send_or_recv_is_refused_and_delivers_nothing(case, monkey
 
 def _comm_from_env():
     from pymscclpp import Communicator
-    from pymscclpp.runtime.bootstrap import LocalBootstrap
+    from pymscclpp.runtime.bootstrap.local import LocalBootstrap
     return Communicator(LocalBootstrap.create(1, timeout=5)[0])
 
 
@@ -312,6 +312,6 @@ def test_bad_plan_is_refused_by_execution_plan(case):
 @pytest.mark.parametrize("value", [float("inf"), float("nan"), -1.0, 1e30, "60", True])
 def test_bad_per_communicator_timeout_is_refused_before_anything_is_set_up(value):
     from pymscclpp import Communicator
-    from pymscclpp.runtime.bootstrap import LocalBootstrap
+    from pymscclpp.runtime.bootstrap.local import LocalBootstrap
     with pytest.raises(InvalidUsageError, match=r"timeout_s=.*must be a number of seconds in \[0, 1e\+07\]"):
         Communicator(LocalBootstrap.create(1, timeout=5)[0], timeout_s=value)

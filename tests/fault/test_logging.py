@@ -62,7 +62,7 @@ def test_bad_level_fails_at_import_naming_the_variable():
 
 def test_library_records_reach_python_logging_handlers(caplog):
     """Without PYMSCCLPP_DEBUG, records still flow to the application's own logging (here caplog)."""
-    from pymscclpp.runtime.bootstrap import LocalBootstrap
+    from pymscclpp.runtime.bootstrap.local import LocalBootstrap
     from pymscclpp.runtime.liveness import LivenessMonitor
     caplog.set_level(logging.INFO, logger="pymscclpp")
     group = LocalBootstrap.create(2, timeout=10)
@@ -87,7 +87,7 @@ def test_library_records_reach_python_logging_handlers(caplog):
 
 
 def test_liveness_monitor_does_not_report_peers_that_stop_normally(caplog):
-    from pymscclpp.runtime.bootstrap import LocalBootstrap
+    from pymscclpp.runtime.bootstrap.local import LocalBootstrap
     from pymscclpp.runtime.liveness import LivenessMonitor
     import threading
     group = LocalBootstrap.create(3, timeout=10)

@@ -1,12 +1,12 @@
 """Bootstrap: small byte messages between ranks during setup (memory handles, barriers).
 
-``TcpBootstrap`` (root rendezvous + full mesh), ``MpiBootstrap`` (mpi4py, pickle-free) and
-``LocalBootstrap`` (ranks as threads) share the ``Bootstrap`` interface.
+``TcpBootstrap`` (root rendezvous + full mesh) and ``MpiBootstrap`` (mpi4py, pickle-free) share the
+``Bootstrap`` interface. ``local.LocalBootstrap`` (ranks as threads) is not exported: see its module for why;
+for several ranks in a test use ``pymscclpp.testing`` (rank processes).
 """
 
 from .base import Bootstrap
-from .local import LocalBootstrap
 from .mpi import MpiBootstrap
 from .tcp import TcpBootstrap, UniqueId, get_unique_id
 
-__all__ = ["Bootstrap", "LocalBootstrap", "MpiBootstrap", "TcpBootstrap", "UniqueId", "get_unique_id"]
+__all__ = ["Bootstrap", "MpiBootstrap", "TcpBootstrap", "UniqueId", "get_unique_id"]

@@ -1,4 +1,11 @@
-"""Ranks as threads of one process: messages go straight into the peer's in-memory mailbox."""
+"""Ranks as threads of one process: messages go straight into the peer's in-memory mailbox.
+
+Not exported, and for bootstrap-level tests and one-rank communicators only: numba's CUDA simulator cannot run
+two ranks' kernels in one process. It swaps a fake ``cuda`` module into the globals of a kernel's module for
+the launch, so a second thread's launch saves the first's fake and restores it when done (rank 0:
+``'Thread' object has no attribute 'threadIdx'``) while the first rank's kernel waits on the peer forever.
+Several ranks of a test are processes: ``pymscclpp.testing.ranks``.
+"""
 
 from __future__ import annotations
 

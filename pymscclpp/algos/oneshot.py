@@ -89,6 +89,10 @@ class OneShot(Algorithm):
 
     params: tuple = ()  # the kernel's per-call integers after ``nranks``
 
+    def kernel_launches(self) -> list[Launch]:
+        """Every launch this algorithm has prepared (what ``precompile`` must have built)."""
+        return [self.kernel_launch]
+
     @classmethod
     def argtypes(cls, nranks: int) -> tuple:
         """The numba types of the entry kernels' arguments on ``nranks`` ranks, in ``setup``'s order (the

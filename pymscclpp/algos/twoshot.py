@@ -48,6 +48,9 @@ class AllReduceTwoShot(OneShot):
     def param_values(self, call: Call) -> tuple:
         return (red.DTYPE_KINDS[call.dtype], red.OPS[call.op])
 
+    def kernel_launches(self) -> list[Launch]:
+        return [self.kernel_launch, *self._zero_copy.values()]
+
     @staticmethod
     def zero_copy_argtypes(nranks: int) -> tuple:
         """The numba types of ``all_reduce_zero_copy_simple``'s arguments on ``nranks`` ranks."""

@@ -20,17 +20,23 @@ from rankpool import RankPool  # noqa: E402
 
 
 def _launches(comm, state) -> list:
-    """(kernel, argument types, loaded from disk, seconds) of the launch of every one-shot algorithm."""
+    """(kernel, argument types, loaded from disk, seconds) of every launch of every one-shot and two-step
+    algorithm (the zero-copy all-reduce's after one call on a registered buffer)."""
+    import torch
     from pymscclpp.algos.algorithm import COLLECTIVES
     from pymscclpp.algos.oneshot import OneShot
+    buf = torch.zeros(16, device="cuda")
+    comm.register_buffer(buf)
+    comm.all_reduce(buf, algo="rsag")
+    torch.cuda.synchronize()
     out = []
     for collective in COLLECTIVES:
         for name in comm.algorithms.names(collective):
             algo = comm.algorithms.get(collective, name)
             if isinstance(algo, OneShot):
-                launch = algo.kernel_launch
-                out.append((launch.kernel.py_func.__name__, repr(launch.argtypes), launch.disk_cache_hit,
-                            launch.compile_s))
+                out += [(launch.kernel.py_func.__name__, repr(launch.argtypes), launch.disk_cache_hit,
+                         launch.compile_s) for launch in algo.kernel_launches()]
+    comm.deregister_buffer(buf)
     return out
 
 
@@ -51,14 +57,14 @@ def main() -> int:
     a = p.parse_args()
     os.environ.pop("NUMBA_CACHE_DIR", None)  # before pymscclpp is imported: it goes inside the fresh cache
     os.environ["PYMSCCLPP_CACHE_DIR"] = tempfile.mkdtemp(prefix="precompile-")
-    expected = 6 * len(a.ranks.split(","))
+    from pymscclpp.algos.entries import entry_kernels
+    expected = len(entry_kernels(2)) * len(a.ranks.split(","))
     checks = {}
     first = _precompile(["--ranks", a.ranks, "--jobs", a.jobs])
     checks["first run compiles every kernel"] = len(first) == expected and not any(x.endswith("cached") for x in first)
     second = _precompile(["--ranks", a.ranks])
     checks["second run finds every kernel cached"] = len(second) == expected and all(x.endswith("cached")
                                                                                       for x in second)
-    from pymscclpp.algos.entries import entry_kernels
     pool = RankPool(2)
     try:
         ranks = pool.run(_launches)  # a launch whose values differ from the declared types raises here

@@ -144,3 +144,21 @@ def test_bad_collective_arguments_raise_before_writing(collective, case):
 
 def test_ops_only_nccl_has_name_nccl_in_the_error_when_it_is_missing():
     pool(2).run(cases.nccl_only_op_without_nccl)
+
+
+@pytest.mark.parametrize("size,count,dtype,inplace", [(2, 1003, "float32", False), (3, 517, "float16", True),
+                                                      (4, 4 * 301 + 1, "int32", False)])
+def test_all_reduce_on_registered_buffers_runs_zero_copy_and_is_exact(size, count, dtype, inplace):
+    pool(size).run(cases.all_reduce_registered, count=count, dtype=dtype, seed=count, inplace=inplace)
+
+
+def test_a_zero_copy_call_meeting_staged_ones_fails_the_call_check_on_every_rank():
+    from rankpool import RankPool
+    p = RankPool(2, env={"PYMSCCLPP_TIMEOUT_S": "30"})  # its communicators fail for good: a pool of its own
+    try:
+        texts = p.run(cases.registered_on_some_ranks, count=999)
+    finally:
+        p.close()
+    assert "rank 0 called all_reduce of 999 float32 on registered buffers (zero-copy), rank 1 called all_reduce " \
+           "of 999 float32:" in texts[0], texts
+    assert "rank 0 called all_reduce of 999 float32 on registered buffers (zero-copy)" in texts[1], texts

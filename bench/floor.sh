@@ -8,15 +8,8 @@ out=${1:?usage: bench/floor.sh OUTDIR}
 mkdir -p "$out"
 out=$(cd "$out" && pwd)
 cd "$(dirname "$0")/.."
-if ls .whl/*.whl >/dev/null 2>&1; then  # the image's numpy 2.5 breaks numba-cuda: carried wheels fix that
-  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl || exit 1
-  export PYTHONPATH=/tmp/site:$PWD
-else
-  export PYTHONPATH=$PWD
-fi
-export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1  # never NVLink multicast
-export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 PYTHONUNBUFFERED=1
-export PYMSCCLPP_BACKEND=gpu PYMSCCLPP_TIMEOUT_S=${PYMSCCLPP_TIMEOUT_S:-20} CUDA_VISIBLE_DEVICES=0
+source bench/gpu_env.sh
+export CUDA_VISIBLE_DEVICES=0
 for np in ${NPS:-2 8}; do
   for op in ${OPS:-all_reduce all_gather reduce_scatter broadcast all_to_all}; do
     export CUDA_MPS_PIPE_DIRECTORY=$(mktemp -d) CUDA_MPS_LOG_DIRECTORY=$(mktemp -d)

@@ -11,8 +11,8 @@ import pymscclpp  # before numba.cuda: it chooses the GPU or the simulator
 import pymscclpp.channels.memory_channel as mc
 from numba import cuda
 from pymscclpp.algos import KernelAlgorithm
-from pymscclpp.algos.blocks import call_agreed
-from pymscclpp.algos.callcheck import callcheck
+from pymscclpp.callcheck.area import callcheck
+from pymscclpp.callcheck.device import call_agreed
 from pymscclpp.channels.primitives import copy_bytes
 from pymscclpp.runtime.launch import Launch
 from pymscclpp.runtime.memory import alloc

@@ -12,8 +12,8 @@ from __future__ import annotations
 import numpy as np
 
 from .algos.algorithm import ANY, IN_PLACE, OUT_OF_PLACE, Algorithm, Call, Constraint
-from .algos.blocks import call_agreed
-from .algos.callcheck import callcheck
+from .callcheck.area import callcheck
+from .callcheck.device import call_agreed
 from .algos.kernel_algorithm import KernelAlgorithm
 from .channels import memory_channel, primitives
 from .runtime.backend import IS_SIM

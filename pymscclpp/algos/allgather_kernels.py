@@ -8,8 +8,10 @@ from __future__ import annotations
 
 from numba import cuda
 
-from .blocks import (LL, SIMPLE_LIMITS, SIMPLE, begin_and_send, begin_call, calls_agree, copy_unless_same, end_round,
-                     peer_rank, receive, rounds, scale, sync_round)
+from ..callcheck.device import begin_call, calls_agree
+from ..channels.peers import peer_rank
+from .blocks import (LL, SIMPLE_LIMITS, SIMPLE, begin_and_send, copy_unless_same, end_round, receive, rounds, scale,
+                     sync_round)
 
 
 @cuda.jit(device=True)

@@ -3,36 +3,24 @@ it): which slice a block owns, sending to peers' scratch, the round's synchronis
 and the end of a round. ``LL``: one round of LL16 packets (scratch holds 2 bytes per data byte); ``SIMPLE``:
 rounds of ``slot_bytes`` per slot, puts and one signal per block and peer. Scratch halves alternate by per-block
 flag parity. Before a call writes any output byte or waits for a peer's data, its ranks compare call fingerprints
-(``begin_call``, ``calls_agree``; ``checked_call`` for executor and check kernels; host side in ``algos.callcheck``).
+(``callcheck.device``).
 """
 
 from __future__ import annotations
 
-import numpy as np
 from numba import cuda
 
 from ..channels import memory_channel as mc
 from ..channels import primitives as prim
-from ..channels.device_errors import OP_CALLCHECK, OP_PACKET, record_mismatch
-from ..channels.ptx import address_of, store_v4_volatile
+from ..channels.device_errors import OP_PACKET
+from ..channels.peers import peer_rank
+from ..channels.ptx import address_of
 from ..runtime.backend import IS_SIM
 
 LL, SIMPLE = 0, 1
 # the simple entry kernels' compile options: at most 128 registers, so 512 threads a block always launch (65,536
 # registers an SM; a two-shot kernel compiled on the GPU took more); the simulator's jit takes no such option
 SIMPLE_LIMITS = {} if IS_SIM else {"max_registers": 128}
-
-
-@cuda.jit(device=True)
-def peer_rank(j, rank):
-    """Rank of the j-th peer (``chans[j]``)."""
-    return j if j < rank else j + 1
-
-
-@cuda.jit(device=True)
-def peer_index(r, rank):
-    """Index into ``chans`` of rank ``r`` (which is not ``rank``)."""
-    return r if r < rank else r - 1
 
 
 @cuda.jit(device=True)
@@ -169,74 +157,3 @@ def begin_and_send(proto, chans, flags, inp, nbytes, slot_bytes, rd, rank, nrank
         send_to_peers(proto, chans, half + rank * slot_bytes + scale(proto) * lo, inp, at, send_stride, rank, nranks,
                       n, tid, nthreads, flag)
     return flag, half, lo, n, at
-
-
-@cuda.jit(device=True)
-def call_seq(cc):
-    """The calling block's sequence number of this call (one more than the last call's, never 0)."""
-    return mc.packet_flag_begin(cc.counts)
-
-
-@cuda.jit(device=True)
-def begin_call(cc, fp, rank, nranks):
-    """Unless the check is off (``fp`` 0), block 0's thread j puts our fingerprint ``fp`` into slot ``rank`` of peer
-    j's call-check area, flagged with the call's sequence number, in the half its parity picks."""
-    tid = cuda.threadIdx.x
-    if fp != 0 and cuda.blockIdx.x == 0 and tid < nranks - 1:
-        seq = call_seq(cc)
-        f = np.uint32(seq)
-        store_v4_volatile(cc.peers[tid], ((seq % 2) * nranks + rank) * prim.LL16_BYTES, np.uint32(fp & 0xFFFFFFFF),
-                          f, np.uint32(fp >> 32), f)
-
-
-@cuda.jit(device=True)
-def calls_agree(cc, fp, rank, nranks):
-    """``compare_calls`` of a one-shot kernel (a disagreement found in the call's own kernel)."""
-    return compare_calls(cc, fp, rank, nranks, OP_CALLCHECK)
-
-
-@cuda.jit(device=True)
-def compare_calls(cc, fp, rank, nranks, op):
-    """True on every thread of the block when every peer's call has our fingerprint ``fp`` (or the check is off):
-    thread j waits for peer j's packet; a disagreement is recorded (MISMATCH, ``op`` saying which kernel found it),
-    as is a failed wait. Then thread 0 stores the call's sequence number for the next launch, whatever its grid
-    (block b: words b, b + grid, ...)."""
-    if fp == 0:
-        return True
-    tid = cuda.threadIdx.x
-    seq = call_seq(cc)
-    bad = 0
-    if tid < nranks - 1:
-        p = peer_rank(tid, rank)
-        a, c, got = prim.read_packet_ll16_from(cc.inbox, ((seq % 2) * nranks + p) * prim.LL16_BYTES, seq, cc, p, op)
-        theirs = (np.int64(c) << np.int64(32)) | np.int64(a)
-        if not got:
-            bad = 1
-        elif theirs != fp:
-            record_mismatch(cc.err, op, rank, p, seq, fp, theirs)
-            bad = 1
-    bad = cuda.syncthreads_or(bad)  # every thread of the block has read its sequence word
-    if tid == 0:
-        k = cuda.blockIdx.x
-        while k < cc.counts.size:
-            cc.counts[k] = seq
-            k += cuda.gridDim.x
-    return bad == 0
-
-
-@cuda.jit(device=True)
-def checked_call(cc, fp, rank, nranks, op):
-    """``begin_call`` then ``compare_calls``, in a kernel that is not a one-shot one (every block calls it first);
-    block 0's thread 0 also stores the verdict in ``cc.verdict`` for what runs after the kernel on its stream."""
-    begin_call(cc, fp, rank, nranks)
-    ok = compare_calls(cc, fp, rank, nranks, op)
-    if cuda.blockIdx.x == 0 and cuda.threadIdx.x == 0:
-        cc.verdict[0] = np.uint32(1 if ok else 0)
-    return ok
-
-
-@cuda.jit(device=True)
-def call_agreed(verdict):
-    """Whether the call check before this kernel on its stream found every rank's call alike (also True with the
-    check off): what a user's kernel tests first, ``verdict`` being ``callcheck(comm).verdict``."""
-    return verdict[0] != 0

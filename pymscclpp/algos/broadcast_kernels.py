@@ -9,8 +9,9 @@ from __future__ import annotations
 from numba import cuda
 
 from ..channels import memory_channel as mc
-from .blocks import (LL, SIMPLE_LIMITS, SIMPLE, begin, begin_call, calls_agree, copy_unless_same, end_round, peer_index,
-                     receive, rounds, scale, send)
+from ..callcheck.device import begin_call, calls_agree
+from ..channels.peers import peer_index
+from .blocks import (LL, SIMPLE_LIMITS, SIMPLE, begin, copy_unless_same, end_round, receive, rounds, scale, send)
 
 
 @cuda.jit(device=True)

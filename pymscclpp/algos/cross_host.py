@@ -1,13 +1,13 @@
 """Collectives across hosts, as the Communicator serves them: the DSL's host-layout plans (``plan_for``:
 hierarchical all-reduce over memory channels within a host and port channels between hosts, flat port-channel
 plans otherwise) run by the communicator's executor, one plan per root for broadcast; every call checked on the
-host first (``host_callcheck``).
+host first (``callcheck.hosts``).
 """
 
 from __future__ import annotations
 
 from .algorithm import Algorithm, Call, Constraint
-from .host_callcheck import HostCallCheck
+from ..callcheck.hosts import HostCallCheck
 from .plan_algorithm import PlanAlgorithm
 
 _PLAN_COLLECTIVE = {"all_reduce": "allreduce", "all_gather": "allgather", "reduce_scatter": "reducescatter",

@@ -4,7 +4,7 @@ scratch, a ``runtime.launch.Launch``), ``launch(state, call)`` enqueues one call
 On one host (and with ``call_check``), each call first launches the call check's kernel on the call's stream:
 the ranks compare call fingerprints, and a disagreement is recorded on every rank (``CallMismatchError``, sticky)
 before the user's kernel starts. That kernel cannot be changed here: it runs anyway, unless it gates on the
-verdict itself, testing ``blocks.call_agreed(verdict)`` first (``verdict``: ``callcheck(comm).verdict``, taken
+verdict itself, testing ``callcheck.device.call_agreed(verdict)`` first (``verdict``: ``callcheck(comm).verdict``, taken
 in ``setup``), as ``examples/custom_algorithm.py`` does.
 """
 
@@ -14,7 +14,7 @@ from typing import Any, Callable
 
 from ..runtime.device_errors import OP_PRECHECK
 from .algorithm import ANY, Algorithm, Call, Constraint
-from .callcheck import callcheck_on_one_host
+from ..callcheck.area import callcheck_on_one_host
 
 
 class KernelAlgorithm(Algorithm):

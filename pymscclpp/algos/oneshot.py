@@ -1,7 +1,7 @@
 """One-shot algorithms: every rank exchanges its data with every peer in one hop (LL16 packets) or in rounds of
 puts and signals (simple), through channels, scratch and flags shared by every one-shot algorithm of a protocol
 and grid on the communicator, built once and patched per call. Every call's kernel first compares the ranks'
-call fingerprints (``algos.callcheck``).
+call fingerprints (``callcheck``).
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from ..runtime.launch import Launch
 from ..runtime.memory import alloc
 from ..errors import InvalidUsageError
 from .algorithm import Algorithm, Call, Constraint
-from .callcheck import MAX_BLOCKS, callcheck, handle_type
+from ..callcheck.area import MAX_BLOCKS, callcheck, handle_type
 from . import allgather_kernels, broadcast_kernels, reduce_kernels
 from .grid import blocks_for
 

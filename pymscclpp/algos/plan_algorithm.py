@@ -1,13 +1,13 @@
 """An execution plan (a DSL program's output or an MSCCL++ plan file) as an Algorithm, run by the communicator's
 executor: the same selection, tuning and registration as the hand-written kernels. On one host, every call's
-kernel first compares the ranks' call fingerprints (``algos.callcheck``).
+kernel first compares the ranks' call fingerprints (``callcheck``).
 """
 
 from __future__ import annotations
 
 from ..executor import ExecutionPlan, Executor
 from .algorithm import ANY, Algorithm, Call, Constraint
-from .callcheck import callcheck_on_one_host
+from ..callcheck.area import callcheck_on_one_host
 
 _COLLECTIVES = {"allreduce": "all_reduce", "allgather": "all_gather", "reducescatter": "reduce_scatter",
                 "alltoall": "all_to_all", "broadcast": "broadcast"}

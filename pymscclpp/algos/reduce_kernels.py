@@ -12,8 +12,8 @@ from numba import cuda
 
 from ..channels import reduce as red
 from ..channels.device_errors import OP_PACKET
-from .blocks import (LL, SIMPLE_LIMITS, SIMPLE, begin_and_send, begin_call, calls_agree, end_round, rounds, scale,
-                     signal_and_wait_all)
+from ..callcheck.device import begin_call, calls_agree
+from .blocks import LL, SIMPLE_LIMITS, SIMPLE, begin_and_send, end_round, rounds, scale, signal_and_wait_all
 
 
 @cuda.jit(device=True)

@@ -11,7 +11,7 @@ from ..runtime.fingerprint import REGISTERED
 from ..runtime.launch import Launch
 from . import twoshot_kernels as k2
 from .algorithm import Call
-from .callcheck import handle_type
+from ..callcheck.area import handle_type
 from .oneshot import AllGather, Broadcast, OneShot, simple_round_bytes
 from .windows import Windows
 

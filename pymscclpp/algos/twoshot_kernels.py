@@ -17,7 +17,9 @@ from numba import cuda
 from ..channels import memory_channel as mc
 from ..channels import primitives as prim
 from ..channels import reduce as red
-from .blocks import SIMPLE_LIMITS, begin_call, calls_agree, copy_unless_same, end_round, peer_rank, signal_and_wait_all
+from ..callcheck.device import begin_call, calls_agree
+from ..channels.peers import peer_rank
+from .blocks import SIMPLE_LIMITS, copy_unless_same, end_round, signal_and_wait_all
 
 
 @cuda.jit(device=True)

@@ -5,7 +5,7 @@ offsets as expressions of the chunk size (a constant for small chunks). Thread b
 in integer constants (instance replicas) share one function taking the block's index in its class, so a
 128-instance plan compiles one body, not 128. Reductions become device functions specialised for their
 number of sources and destinations. A ``checked`` kernel first runs the cross-rank call check (every block,
-``algos.blocks.checked_call``) and returns before any op when the ranks' calls differ. Two variants:
+``callcheck.device.checked_call``) and returns before any op when the ranks' calls differ. Two variants:
 
 - GPU: one CUDA block per plan thread block; ``nop`` is ``syncthreads``.
 - simulator: ONE CUDA block in which thread group ``g`` (``T`` threads) plays plan thread block ``g``, so
@@ -175,7 +175,7 @@ class _Writer:
         if spec.sim_threads:
             head.append(f"T = {spec.sim_threads}")
         if spec.checked:
-            head += ["from pymscclpp.algos.blocks import checked_call",
+            head += ["from pymscclpp.callcheck.device import checked_call",
                      "from pymscclpp.channels.device_errors import OP_CALLCHECK", f"NRANKS = {self.xplan.num_ranks}"]
         body = []
         for lines in self.helpers.values():

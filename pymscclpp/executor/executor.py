@@ -6,7 +6,7 @@ exchange), so, as with MSCCL++'s executor, ranks must pass new buffers in the sa
 the same buffer objects are one dictionary lookup and one kernel launch (plus copies when buffers are staged);
 the executor keeps the buffers of the calls it has set up referenced until ``close``.
 
-Given the communicator's call check (``algos.callcheck``, as ``PlanAlgorithm`` gives it), kernels are
+Given the communicator's call check (``callcheck.area``, as ``PlanAlgorithm`` gives it), kernels are
 generated ``checked``: each call's fingerprint travels as an argument, every thread block compares it with the
 peers' before any op, and the copies into the user's buffers after the kernel run only if the calls agreed.
 """
@@ -34,7 +34,7 @@ from .ports import host_layout, host_of
 from .resources import Binding, Copies, PlanResources, ScratchSet, scratch_bytes
 
 if TYPE_CHECKING:
-    from ..algos.callcheck import CallCheck
+    from ..callcheck.area import CallCheck
 
 DEFAULT_SIM_THREADS = 4
 _FAST_ENTRIES = 64  # calls remembered by buffer object identity (their buffers stay referenced)

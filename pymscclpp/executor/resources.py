@@ -25,7 +25,7 @@ from .plan import ExecutionPlan
 from .ports import PlanPorts, exchange, memory_ids
 
 if TYPE_CHECKING:
-    from ..algos.callcheck import CallCheck
+    from ..callcheck.area import CallCheck
 
 
 class PlanResources:
@@ -165,7 +165,7 @@ class Binding:
 
 class Copies:
     """(dst, src) device copies of equal-sized views, resolved once to pointers; ``run`` issues them in order.
-    With ``call_check`` (``algos.callcheck.CallCheck``) each copies only if the call check of the kernel before
+    With ``call_check`` (``callcheck.area.CallCheck``) each copies only if the call check of the kernel before
     it found the ranks' calls alike: a copy kernel reading the verdict (the simulator reads it on the host)."""
 
     def __init__(self, pairs: list[tuple], call_check: CallCheck | None = None):

@@ -32,7 +32,7 @@ from pymscclpp.runtime.device_errors import WaitContext  # noqa: E402
 from pymscclpp.language.programs.hierarchical import allreduce_hierarchical  # noqa: E402
 from pymscclpp.proxy.port_channel import PortChannelHandle  # noqa: E402
 from pymscclpp.runtime.semaphore import SemaphoreHandle  # noqa: E402
-from pymscclpp.algos.callcheck import handle_type as callcheck  # noqa: E402
+from pymscclpp.callcheck.area import handle_type as callcheck  # noqa: E402
 from pymscclpp.runtime.handle_types import BYTES as U8, I64, U64  # noqa: E402
 
 SEM = types.NamedTuple([U64, U64, U64, I64, U64, types.int64, types.int64, types.int64, types.uint64], SemaphoreHandle)

@@ -201,7 +201,7 @@ def mixed_calls(comm, state) -> list[int]:
     sequence of call numbers): plans on buffers used as they are, staged, and in place from another buffer, a
     one-shot kernel, a gated and an ungated user kernel, and a plan that gives rank 1 no thread blocks (it runs
     the check kernel); every result right. The distinct values of the sequence words after."""
-    from pymscclpp.algos.callcheck import callcheck
+    from pymscclpp.callcheck.area import callcheck
     fresh = _fresh(comm)
     try:
         for algorithm in ("plan", "plan_inplace", "gated", "ungated"):

@@ -23,7 +23,7 @@ _dispatcher.get_current_device = lambda: pytypes.SimpleNamespace(compute_capabil
 import channel_cases  # noqa: E402
 import test_reduce  # noqa: E402
 import pymscclpp.bench.memory_channel as bench  # noqa: E402
-from pymscclpp.algos import callcheck as cck  # noqa: E402
+from pymscclpp.callcheck import area as cck  # noqa: E402
 from pymscclpp.algos.entries import entry_kernels  # noqa: E402
 from pymscclpp.runtime.handle_types import BYTES as U8, U32, memory_channel  # noqa: E402
 

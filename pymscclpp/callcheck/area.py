@@ -6,8 +6,8 @@ Area: 2 halves x ``size`` LL16 packets (slot r: rank r's fingerprint, data words
 flags the call's sequence number; the half is the number's parity). The sequence number lives on the device
 (``counts``, one word per block index up to ``MAX_BLOCKS``, all equal), so every launch, CUDA-graph replays
 included, gets a fresh one; kernels read a fingerprint of 0 as "check off". ``verdict`` (device uint32[1], 1
-until a check fails) is what a kernel that is not a one-shot one found (``blocks.checked_call``): the executor's
-copies after a plan kernel and a user's kernel after the check kernel read it (``blocks.call_agreed``).
+until a check fails) is what a kernel that is not a one-shot one found (``device.checked_call``): the executor's
+copies after a plan kernel and a user's kernel after the check kernel read it (``device.call_agreed``).
 """
 
 from __future__ import annotations
@@ -25,8 +25,7 @@ from ..runtime.fingerprint import pack
 from ..runtime.handle_types import BYTES, U32, WAIT_CONTEXT
 from ..runtime.launch import Launch
 from ..runtime.memory import alloc
-from .algorithm import Call
-from .blocks import call_agreed, checked_call
+from .device import call_agreed, checked_call
 
 MAX_BLOCKS = 128  # the largest grid of a checked kernel (one sequence word per block)
 SENDS_ALL = frozenset({"reduce_scatter", "all_to_all"})  # send buffers of ``size`` slots of ``Call.nbytes``
@@ -55,8 +54,8 @@ def handle_type(peers: int) -> types.NamedTuple:
     return types.NamedTuple([BYTES, types.UniTuple(BYTES, peers), U32, U32, *WAIT_CONTEXT], CallCheckHandle)
 
 
-def fingerprint_of(call: Call, size: int) -> int:
-    """The fingerprint of ``call`` on a communicator of ``size`` ranks (never 0)."""
+def fingerprint_of(call, size: int) -> int:
+    """The fingerprint of ``call`` (an ``algos.algorithm.Call``: collective, nbytes, dtype, op, root) on a communicator of ``size`` ranks (never 0)."""
     send_bytes = call.nbytes * size if call.collective in SENDS_ALL else call.nbytes
     return pack(call.collective, send_bytes, call.dtype, call.op, call.root)
 
@@ -75,7 +74,7 @@ class CallCheck:
         self.handle = CallCheckHandle(self.area, tuple(r.array for r in remotes), self.counts, self.verdict,
                                       *comm.wait_context())
 
-    def fingerprint(self, call: Call) -> int:
+    def fingerprint(self, call) -> int:
         """What a kernel serving ``call`` compares: 0 with the check off."""
         return fingerprint_of(call, self.size) if self.enabled else 0
 
@@ -108,5 +107,5 @@ def callcheck(comm) -> CallCheck:
 
 def callcheck_on_one_host(comm) -> CallCheck | None:
     """``callcheck(comm)`` when all its ranks share one host, else None: ranks on several hosts share no memory
-    for the device check (``CrossHost`` checks their calls on the host, ``algos.host_callcheck``)."""
+    for the device check (``CrossHost`` checks their calls on the host, ``callcheck.hosts``)."""
     return callcheck(comm) if len(set(comm.host_ids)) == 1 else None

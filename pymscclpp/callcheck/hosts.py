@@ -12,8 +12,7 @@ import struct
 from ..errors import CallMismatchError, InvalidUsageError
 from ..runtime import config
 from ..runtime.fingerprint import mismatch_text
-from .algorithm import Call
-from .callcheck import fingerprint_of
+from .area import fingerprint_of
 
 _RECORD = struct.Struct("<Q")  # the fingerprint
 
@@ -24,7 +23,7 @@ class HostCallCheck:
     def __init__(self, comm):
         self.comm, self.enabled, self.calls = comm, config.call_check(), 0
 
-    def check(self, call: Call) -> None:
+    def check(self, call) -> None:
         """Return when every rank makes the same call as this one; else record and raise the mismatch."""
         if not self.enabled:
             return

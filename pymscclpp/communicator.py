@@ -168,7 +168,8 @@ class Communicator(_RuntimeCommunicator):
 
     def broadcast(self, sendbuf, recvbuf=None, root: int | None = None, stream=None, algo: str | None = None) -> None:
         """Copy rank ``root``'s buffer to every rank: ``broadcast(buf, root)`` in place, or
-        ``broadcast(sendbuf, recvbuf, root)`` (only the root's ``sendbuf`` is read)."""
+        ``broadcast(sendbuf, recvbuf, root)`` (only the root's ``sendbuf`` is read). ``root`` is required (it has no
+        default, as in NCCL); it is a keyword only so that ``recvbuf`` can be left out."""
         if root is None and isinstance(recvbuf, numbers.Integral):
             recvbuf, root = None, recvbuf
         key = ("broadcast", id(sendbuf), id(recvbuf), "", algo, root)
@@ -176,6 +177,9 @@ class Communicator(_RuntimeCommunicator):
             return
         send, recv = self._pair("broadcast", sendbuf, recvbuf)
         if not isinstance(root, numbers.Integral) or isinstance(root, bool) or not 0 <= root < self.size:
+            if root is None:
+                raise InvalidUsageError(f"broadcast: root is required: the rank whose buffer every rank gets, "
+                                        f"0 to {self.size - 1} (broadcast(buf, root) or broadcast(buf, out, root))")
             raise InvalidUsageError(f"broadcast: root must be a rank in [0, {self.size}), got {root!r}")
         self._check_alias("broadcast", send, recv, 0)
         self._run(key, "broadcast", algo, send.nbytes, send.nbytes, sendbuf, send, recvbuf, recv, stream, "sum",

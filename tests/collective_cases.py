@@ -235,3 +235,13 @@ def registered_on_some_ranks(comm, state, count: int) -> str:
     except CallMismatchError as exc:
         return str(exc)
     raise AssertionError("a zero-copy call met staged ones and nothing failed")
+
+
+def broadcast_without_root(comm, state) -> str:
+    """broadcast(buf) with no root raises InvalidUsageError saying root is required; its text."""
+    from pymscclpp.errors import InvalidUsageError
+    try:
+        comm.broadcast(cuda.to_device(np.ones(4, np.float32)))
+    except InvalidUsageError as exc:
+        return str(exc)
+    raise AssertionError("broadcast without a root raised nothing")

@@ -162,3 +162,8 @@ def test_a_zero_copy_call_meeting_staged_ones_fails_the_call_check_on_every_rank
     assert "rank 0 called all_reduce of 999 float32 on registered buffers (zero-copy), rank 1 called all_reduce " \
            "of 999 float32:" in texts[0], texts
     assert "rank 0 called all_reduce of 999 float32 on registered buffers (zero-copy)" in texts[1], texts
+
+
+def test_broadcast_without_a_root_says_the_root_is_required():
+    texts = pool(2).run(cases.broadcast_without_root)
+    assert all(t.startswith("broadcast: root is required: the rank whose buffer every rank gets, 0 to 1") for t in texts)

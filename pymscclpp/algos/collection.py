@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import weakref
 from typing import Callable
 
 from ..errors import InvalidUsageError
@@ -86,7 +87,7 @@ class AlgorithmCollection:
     """The algorithms one communicator can use, by collective and name, and the per-call choice among them."""
 
     def __init__(self, comm):
-        self.comm = comm
+        self.comm = weakref.proxy(comm)  # the communicator holds the collection: no cycle to wait for the gc
         self.table = load_table(comm.size)
         self._factories = builtin_factories()
         self._built: dict[tuple[str, str], Algorithm] = {}

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import struct
+import weakref
 
 import numpy as np
 
@@ -57,7 +58,8 @@ class Communicator:
         self.local_rank = self.local_peers.index(self.rank)
         self.device = self._select_device(device)
         self._pair_seq = [0] * self.size
-        self._setup_guard = SetupGuard(bootstrap, self._restart_pairs)
+        restart = weakref.WeakMethod(self._restart_pairs)  # the guard must not keep its communicator alive
+        self._setup_guard = SetupGuard(bootstrap, lambda scope: restart()(scope))
         self._closables = []
         self._extensions: dict = {}
         slots = _max_semaphores()
@@ -75,7 +77,8 @@ class Communicator:
         self.peer_pools = self._exchange_pools()
         self.liveness = LivenessMonitor(bootstrap).start() if liveness_enabled() and self.size > 1 else None
         if self.liveness is not None:
-            self.liveness.on_death(lambda peer, _reason: self.abort_device_waits(peer))
+            abort = weakref.WeakMethod(self.abort_device_waits)  # nor the monitor
+            self.liveness.on_death(lambda peer, _reason: abort()(peer))
         _log.info("rank %d/%d up on %s device %d (%d local peers)", self.rank, self.size,
                   "sim" if IS_SIM else "GPU", self.device, len(self.local_peers))
 
@@ -245,6 +248,7 @@ class Communicator:
         for item in self._closables:
             item.close()
         self._closables.clear()
+        self._extensions.clear()  # they hold the communicator: no reference cycle outlives close()
         for pool in self.peer_pools.values():
             pool.close()
         self.peer_pools = {}

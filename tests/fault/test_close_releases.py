@@ -1,0 +1,49 @@
+"""close() gives back everything a communicator took, at once: after many communicators are made, used and closed,
+this process has the descriptors, shared-memory segments and threads it had before, with the garbage collector
+off (nothing waits for it to break reference cycles)."""
+
+from __future__ import annotations
+
+import gc
+import os
+import threading
+
+from pymscclpp.testing import run_ranks
+
+
+def _held() -> tuple[int, int, int]:
+    """(open descriptors, this process's pymscclpp shared-memory segments, threads)."""
+    fds = os.listdir("/proc/self/fd")
+    segments = [s for s in os.listdir("/dev/shm") if s.startswith("pymscclpp") and f"-{os.getpid()}-" in s]
+    return len(fds), len(segments), threading.active_count()
+
+
+def _make_use_and_close(comm, cycles: int) -> tuple:
+    """Make ``cycles`` communicators one after another (over ``comm``'s bootstrap for the unique id), each runs an
+    all-reduce and is closed; what this rank held before and after, with the collector off throughout."""
+    import numpy as np
+    from numba import cuda
+
+    import pymscclpp
+    from pymscclpp.runtime.bootstrap import UniqueId, get_unique_id
+    gc.collect()
+    gc.disable()
+    try:
+        before = _held()
+        for _ in range(cycles):
+            mine = get_unique_id(addr="127.0.0.1").to_bytes() if comm.rank == 0 else b""
+            uid = UniqueId.from_bytes(comm.bootstrap.all_gather(mine)[0])
+            with pymscclpp.Communicator.from_unique_id(uid, comm.rank, comm.size) as c:
+                x = cuda.to_device(np.ones(64, np.float32))
+                c.all_reduce(x)
+                cuda.synchronize()
+                c.check_device_errors()
+            del c, x
+        return before, _held()
+    finally:
+        gc.enable()
+
+
+def test_closed_communicators_leave_no_descriptor_segment_or_thread_behind_without_the_collector():
+    for before, after in run_ranks(2, _make_use_and_close, 25, timeout=300):
+        assert after == before, f"(descriptors, segments, threads) before {before}, after 25 closed: {after}"

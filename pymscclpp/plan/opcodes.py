@@ -64,7 +64,6 @@ CHANNEL_SYNC_OPS = SIGNAL_OPS | WAIT_OPS | {"flush"}
 SEMAPHORE_OPS = frozenset({"sem_acquire", "sem_release"})
 SYNC_OPS = CHANNEL_SYNC_OPS | SEMAPHORE_OPS | {"nop", "barrier"}
 PORT_ASYNC_OPS = frozenset({"put", "pws", "pwsf", "ppkt", "rppkt"})  # through the proxy on port channels
-SWITCH_OPS = frozenset({"glre", "gstore", "gstorepkt", "glres"})  # NVLS multimem: load-reduce, store
 ALL_OPS = frozenset(DATA_OPS) | SYNC_OPS | {"pipeline"}
 
 

@@ -324,11 +324,11 @@ def nccl_only_calls_say_nccl_is_missing(comm, state):
     nc = communicator(comm, state)
     x = cuda.to_device(np.ones(4, np.float64))
     for call, words in [(lambda: nc.allReduce(x, x, 4, nccl.NCCL_FLOAT64, nccl.NCCL_SUM, 0),
-                         r"allReduce of float64 with sum needs NCCL \(pymscclpp reduces float32, .* with sum, "),
-                        (lambda: nc.allReduce(x, x, 2, nccl.NCCL_FLOAT32, nccl.NCCL_AVG, 0), "with avg needs NCCL"),
+                         r"pymscclpp does not serve allReduce of float64 with sum \(pymscclpp reduces float32, .* with sum, "),
+                        (lambda: nc.allReduce(x, x, 2, nccl.NCCL_FLOAT32, nccl.NCCL_AVG, 0), r"pymscclpp does not serve allReduce of .* with avg \("),
                         (lambda: nc.send(x, 4, nccl.NCCL_FLOAT64, 1 - comm.rank, 0),
-                         r"send needs NCCL \(pymscclpp has no point-to-point send/recv\), which cannot be used: "
-                         "NCCL needs real GPUs")]:
+                         r"pymscclpp does not serve send \(pymscclpp has no point-to-point send/recv\); "
+                         "NCCL, which could, cannot be used: NCCL needs real GPUs")]:
         with pytest.raises(fb.NcclUnavailableError, match=words):
             call()
     np.testing.assert_array_equal(x.copy_to_host(), np.ones(4))

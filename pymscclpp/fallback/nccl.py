@@ -44,8 +44,12 @@ def available() -> bool:
 
 
 def missing(what: str, why: str = "") -> NcclUnavailableError:
-    """The error for ``what``, which only NCCL could serve (``why``: what pymscclpp lacks), when NCCL is unavailable."""
-    return NcclUnavailableError(f"{what} needs NCCL{f' ({why})' if why else ''}, which cannot be used: {_load()[1]}")
+    """The error for ``what``, which only NCCL could serve (``why``: what pymscclpp serves instead), when NCCL is
+    unavailable: first that pymscclpp does not serve it and what it serves, then why no fallback is there."""
+    if why:
+        return NcclUnavailableError(f"pymscclpp does not serve {what} ({why}); NCCL, which could, cannot be used: "
+                                    f"{_load()[1]}")
+    return NcclUnavailableError(f"{what} needs NCCL, which cannot be used: {_load()[1]}")
 
 
 def library(what: str = "this call") -> Library:

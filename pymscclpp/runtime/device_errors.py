@@ -50,5 +50,8 @@ def describe(err: np.ndarray) -> str | None:
         ended = "was aborted (a proxy failed, see ProxyError)"
     else:
         ended = "timed out"
-    return (f"rank {int(err[2])}: {op} on channel {int(err[4])} with peer {int(err[3])} {ended} "
+    peer, channel = int(err[3]), int(err[4])
+    on = f" on channel {channel}" if channel >= 0 else ""  # a wait not on one channel (a WaitContext's) names none
+    who = f"with peer {peer}" if peer >= 0 else "with every peer"
+    return (f"rank {int(err[2])}: {op}{on} {who} {ended} "
             f"in thread block {int(err[7])}: expected {int(err[5])}, saw {int(err[6])}")

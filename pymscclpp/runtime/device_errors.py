@@ -32,6 +32,9 @@ OP_NAMES = {1: "semaphore wait", 2: "packet wait (unpack_packets)", 3: "fifo pus
 OP_WAIT, OP_PACKET, OP_FIFO_PUSH, OP_FLUSH, OP_READ_PACKET, OP_PROXY_ABORT = 1, 2, 3, 4, 5, 6
 OP_CALLCHECK, OP_PRECHECK = 7, 8
 TIMED_OUT, ABORTED, MISMATCH = 1, 2, 3
+# waits on this rank's own memory, recorded with these channel codes (executor/device.py): where they waited
+LOCAL_WAITS = {-2: " in the executor's barrier of one thread block's threads",
+               -3: " in the executor's barrier of a plan's thread blocks"}
 ABORT_CHECK_EVERY = 64  # spins between reads of the abort word (host memory: a slow read)
 
 
@@ -51,7 +54,7 @@ def describe(err: np.ndarray) -> str | None:
     else:
         ended = "timed out"
     peer, channel = int(err[3]), int(err[4])
-    on = f" on channel {channel}" if channel >= 0 else ""  # a wait not on one channel (a WaitContext's) names none
-    who = f"with peer {peer}" if peer >= 0 else "with every peer"
-    return (f"rank {int(err[2])}: {op}{on} {who} {ended} "
+    where = f" on channel {channel}" if channel >= 0 else LOCAL_WAITS.get(channel, "")
+    who = f" with peer {peer}" if peer >= 0 else ""  # a wait on this rank's own memory has no peer
+    return (f"rank {int(err[2])}: {op}{where}{who} {ended} "
             f"in thread block {int(err[7])}: expected {int(err[5])}, saw {int(err[6])}")

@@ -90,7 +90,7 @@ def test_host_abort_ends_an_executor_kernel_whose_peer_never_launches():
     out = pool(PYMSCCLPP_TIMEOUT_S="60").run(cases.executor_wait_aborted_by_host, abort_after=abort_after,
                                              timeout=180)[0]
     assert out["text"] is not None and "was aborted by the host (a peer declared dead" in out["text"], out
-    assert out["text"].startswith("rank 0: semaphore wait on channel "), out["text"]
+    assert out["text"].startswith("rank 0: semaphore wait in the executor's barrier of "), out["text"]
     assert abort_after <= out["elapsed"] < abort_after + SLACK + 10, out["elapsed"]  # + first-run codegen
 
 
@@ -98,4 +98,5 @@ def test_a_wait_on_no_single_channel_or_peer_is_described_in_words():
     import numpy as np
     from pymscclpp.runtime.device_errors import OP_WAIT, TIMED_OUT, describe
     text = describe(np.array([TIMED_OUT, OP_WAIT, 0, -1, -2, 3, 2, 5], np.int64))
-    assert text == "rank 0: semaphore wait with every peer timed out in thread block 5: expected 3, saw 2", text
+    assert text == ("rank 0: semaphore wait in the executor's barrier of one thread block's threads timed out in "
+                    "thread block 5: expected 3, saw 2"), text

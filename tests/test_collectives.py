@@ -24,12 +24,12 @@ DTYPES = ["float32", "float16", "int32", "uint8"]
 @settings(max_examples=12, deadline=None, suppress_health_check=list(HealthCheck))
 @given(size=st.sampled_from([2, 3, 4]), count=st.integers(1, 700), dtype=st.sampled_from(DTYPES),
        op=st.sampled_from(["sum", "min", "max"]), seed=st.integers(0, 1000), inplace=st.booleans(),
-       algo=st.sampled_from(["packet", "simple", "rsag"]))
+       algo=st.sampled_from(["packet", "simple", "rsag", "rsag_packet"]))
 def test_all_reduce_matches_numpy_for_any_size_dtype_op_and_algorithm(size, count, dtype, op, seed, inplace, algo):
     pool(size).run(cases.all_reduce, count=count, dtype=dtype, op=op, seed=seed, inplace=inplace, algo=algo)
 
 
-@pytest.mark.parametrize("algo", ["packet", "simple", "rsag"])
+@pytest.mark.parametrize("algo", ["packet", "simple", "rsag", "rsag_packet"])
 def test_repeated_all_reduces_reuse_scratch_safely(algo):
     pool(2).run(cases.all_reduce, count=333, dtype="float32", op="sum", seed=7, inplace=False, algo=algo, repeat=5)
 
@@ -41,7 +41,7 @@ def test_simple_all_reduce_runs_in_several_rounds(algo):
                                          inplace=True, algo=algo)
 
 
-@pytest.mark.parametrize("algo", ["packet", "simple", "rsag"])
+@pytest.mark.parametrize("algo", ["packet", "simple", "rsag", "rsag_packet"])
 def test_all_reduce_algorithms_give_bit_identical_results_on_every_rank(algo):
     # bfloat16 sums of non-integers round at every step: equal results mean one reduction order everywhere
     outs = pool(4).run(cases.all_reduce_result, count=1001, dtype="bfloat16", seed=11, algo=algo)

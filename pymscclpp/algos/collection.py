@@ -20,6 +20,7 @@ from .algorithm import COLLECTIVES, Algorithm, Call
 from .cross_host import CrossHost
 from .oneshot import BY_COLLECTIVE, PACKET_MAX, AllReduce
 from .twoshot import TWO_STEP
+from .twoshot_packet import AllReduceTwoShotPacket
 
 _INF = float("inf")
 TWO_STEP_NAMES = {"all_reduce": "rsag", "all_gather": "read", "broadcast": "scatter_gather"}
@@ -61,6 +62,7 @@ def builtin_factories() -> dict[tuple[str, str], Callable[[], Algorithm]]:
         out[collective, "cross_host"] = lambda c=collective: CrossHost("cross_host", c)
     out["all_reduce", "packet"] = lambda: AllReduce("packet", "packet", *grid["packet_narrow"], PACKET_MAX)
     out["all_reduce", "packet_wide"] = lambda: AllReduce("packet_wide", "packet", *grid["packet"], PACKET_MAX)
+    out["all_reduce", "rsag_packet"] = lambda: AllReduceTwoShotPacket("rsag_packet", *grid["packet"])
     return out
 
 

@@ -49,9 +49,14 @@ class Lanes:
         self.flags = cuda.to_device(np.zeros(blocks, np.uint32))
 
 
+def lanes_slot_bytes(comm, protocol: str) -> int:
+    """Bytes of one scratch slot of ``comm``'s ``protocol`` lanes: a packet message's packets, or a simple round."""
+    return 2 * PACKET_MAX if protocol == "packet" else simple_round_bytes(comm.size)
+
+
 def lanes(comm, protocol: str, blocks: int) -> Lanes:
     """The communicator's shared lanes for ``protocol`` on ``blocks`` blocks (built collectively on first use)."""
-    slot = 2 * PACKET_MAX if protocol == "packet" else simple_round_bytes(comm.size)
+    slot = lanes_slot_bytes(comm, protocol)
     return comm.extension(f"oneshot/{protocol}/{blocks}", lambda c: Lanes(c, blocks, slot))
 
 

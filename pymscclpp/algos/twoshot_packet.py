@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from ..channels import reduce as red
 from .algorithm import Call
-from .oneshot import AllReduce, lanes_slot_bytes
+from .oneshot import PACKET_MAX, AllReduce, lanes_slot_bytes
 from . import twoshot_packet_kernels as kp
 
 
@@ -18,8 +18,8 @@ def shard_lengths(size: int, nranks: int) -> list[int]:
 
 class AllReduceTwoShotPacket(AllReduce):
     """Reduce-scatter then all-gather in one launch of packets, no barrier: each rank sends and receives 2N(n-1)/n
-    of data where one-shot packets move N(n-1); bit-identical on every rank. Serves up to ``nranks`` times a
-    quarter of a packet slot (4 MB at 8 ranks)."""
+    of data where one-shot packets move N(n-1); bit-identical on every rank. Serves what a packet algorithm does
+    (up to 1 MB) where a scratch half holds both areas (``nranks`` quarters of a packet slot: 1 MB at 2 ranks)."""
 
     kernels = {"packet": kp.all_reduce_packet_two_shot_ll}
     params = ("kind", "op")
@@ -28,7 +28,7 @@ class AllReduceTwoShotPacket(AllReduce):
         super().__init__(name, "packet", blocks, threads)
 
     def why_not(self, comm, call: Call) -> str | None:
-        largest = comm.size * (lanes_slot_bytes(comm, "packet") // 4)
+        largest = min(PACKET_MAX, comm.size * (lanes_slot_bytes(comm, "packet") // 4))
         if call.size > largest:
             return f"serves messages of up to {largest} bytes on {comm.size} ranks, got {call.size}"
         return super().why_not(comm, call)

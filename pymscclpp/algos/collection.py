@@ -18,6 +18,7 @@ from ..errors import InvalidUsageError
 from ..runtime.backend import IS_SIM
 from .algorithm import COLLECTIVES, Algorithm, Call
 from .cross_host import CrossHost
+from .library_plans import LibraryPlan
 from .oneshot import BY_COLLECTIVE, PACKET_MAX, AllReduce
 from .twoshot import TWO_STEP
 from .twoshot_packet import AllReduceTwoShotPacket
@@ -134,7 +135,7 @@ class AlgorithmCollection:
         key = (collective, name)
         algo = self._built.get(key)
         if algo is None:
-            if key not in self._factories:
+            if self._factory(collective, name) is None:
                 raise InvalidUsageError(f"unknown {collective} algorithm {name!r}: choose from "
                                         f"{self.names(collective)}")
             algo = self._built[key] = self._factories[key]()
@@ -143,6 +144,17 @@ class AlgorithmCollection:
                 algo.setup(self.comm)
             self._ready.add(key)
         return algo
+
+    def _factory(self, collective: str, name: str) -> Callable[[], Algorithm] | None:
+        """The builder of algorithm ``name``; a library plan's name (``plan:...``, ``library_plans``) gets one on
+        first use, so a tuning file or ``algo=`` can name any library program with its parameters."""
+        key = (collective, name)
+        if key not in self._factories:
+            spec = LibraryPlan.parse(name)
+            if spec is None:
+                return None
+            self._factories[key] = lambda n=self.comm.size: spec.algorithm(n, collective)
+        return self._factories[key]
 
     def select(self, call: Call, forced: str | None = None) -> Algorithm:
         """The algorithm serving ``call``: ``forced`` by name, else the table's choice if it can serve the call,
@@ -169,7 +181,7 @@ class AlgorithmCollection:
         first += [n for limit, n in rows if call.size <= limit][:1]
         reasons = []
         for name in first + [n for n in self.names(call.collective) if n not in first]:
-            if (call.collective, name) not in self._factories:
+            if self._factory(call.collective, name) is None:
                 raise InvalidUsageError(f"the selection table names {call.collective} algorithm {name!r}, which "
                                         f"is not registered: choose from {self.names(call.collective)}")
             candidate = self._built.get((call.collective, name)) or self._factories[call.collective, name]()

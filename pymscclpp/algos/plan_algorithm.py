@@ -33,6 +33,11 @@ class PlanAlgorithm(Algorithm):
         self.constraint = Constraint(world_size=self.xplan.num_ranks)
         self._executor: Executor | None = None
 
+    @staticmethod
+    def collective_of(plan: dict) -> str:
+        """The Collective API's name of the collective a plan (its dict) serves."""
+        return _COLLECTIVES.get(plan["collective"], plan["collective"])
+
     def why_not(self, comm, call: Call) -> str | None:
         why = super().why_not(comm, call)
         if why is None:

@@ -59,7 +59,7 @@ _SIM = dict(max_examples=12, deadline=None, suppress_health_check=list(HealthChe
 _COMMON = dict(size=st.sampled_from([2, 3, 4]), count=st.integers(1, 300), dtype=st.sampled_from(DTYPES),
                seed=st.integers(0, 1000), inplace=st.booleans())
 _ALGOS = {name: st.sampled_from(["packet", "simple", *extra]) for name, extra in
-          {"all_gather": ["read"], "reduce_scatter": [], "all_to_all": [], "broadcast": ["scatter_gather"]}.items()}
+          {"all_gather": ["read"], "reduce_scatter": ["read"], "all_to_all": [], "broadcast": ["scatter_gather"]}.items()}
 
 
 @settings(**_SIM)
@@ -150,6 +150,12 @@ def test_ops_only_nccl_has_name_nccl_in_the_error_when_it_is_missing():
                                                       (4, 4 * 301 + 1, "int32", False)])
 def test_all_reduce_on_registered_buffers_runs_zero_copy_and_is_exact(size, count, dtype, inplace):
     pool(size).run(cases.all_reduce_registered, count=count, dtype=dtype, seed=count, inplace=inplace)
+
+
+@pytest.mark.parametrize("size,count,dtype,inplace", [(2, 1003, "float32", False), (3, 517, "float16", True),
+                                                      (4, 301, "int32", False)])
+def test_reduce_scatter_on_a_registered_send_buffer_runs_zero_copy_and_is_exact(size, count, dtype, inplace):
+    pool(size).run(cases.reduce_scatter_registered, count=count, dtype=dtype, seed=count, inplace=inplace)
 
 
 def test_a_zero_copy_call_meeting_staged_ones_fails_the_call_check_on_every_rank():

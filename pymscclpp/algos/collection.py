@@ -24,7 +24,7 @@ from .twoshot import TWO_STEP
 from .twoshot_packet import AllReduceTwoShotPacket
 
 _INF = float("inf")
-TWO_STEP_NAMES = {"all_reduce": "rsag", "all_gather": "read", "broadcast": "scatter_gather"}
+TWO_STEP_NAMES = {"all_reduce": "rsag", "all_gather": "read", "broadcast": "scatter_gather", "reduce_scatter": "read"}
 _CHOICES = 256  # remembered call shapes
 
 

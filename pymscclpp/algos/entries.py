@@ -4,8 +4,7 @@
 from __future__ import annotations
 
 from .oneshot import BY_COLLECTIVE
-from . import twoshot_kernels as k2
-from .twoshot import TWO_STEP, AllReduceTwoShot
+from .twoshot import TWO_STEP, AllReduceTwoShot, ReduceScatterRead
 from .twoshot_packet import AllReduceTwoShotPacket
 
 
@@ -15,6 +14,6 @@ def entry_kernels(nranks: int) -> dict[str, tuple]:
     classes = [*BY_COLLECTIVE.values(), *TWO_STEP.values(), AllReduceTwoShotPacket]
     out = {kernel.py_func.__name__: (kernel, cls.argtypes(nranks))
            for cls in classes for kernel in cls.kernels.values()}
-    zero_copy = k2.all_reduce_zero_copy_simple
-    out[zero_copy.py_func.__name__] = (zero_copy, AllReduceTwoShot.zero_copy_argtypes(nranks))
+    for cls in (AllReduceTwoShot, ReduceScatterRead):
+        out[cls.zero_copy_kernel.py_func.__name__] = (cls.zero_copy_kernel, cls.zero_copy_argtypes(nranks))
     return out

@@ -7,7 +7,7 @@ parity as in every one-shot kernel on the same lanes; a rank rewrites a half two
 that every reader of its previous use has passed.
 
 Traffic per rank, N the message (all-gather: the gathered output): all-reduce sends and receives 2N(n-1)/n;
-all-gather N(n-1)/n; broadcast: the root sends 2N(n-1)/n, every other rank receives N.
+all-gather and reduce-scatter N(n-1)/n; broadcast: the root sends 2N(n-1)/n, every other rank receives N.
 """
 
 from __future__ import annotations
@@ -141,6 +141,60 @@ def all_gather_read(chans, cc, fp, inp, out, scratch, flags, nbytes, slot_bytes,
 def all_gather_read_simple(chans, cc, fp, inp, out, scratch, flags, nbytes, slot_bytes, rank, nranks):
     """``all_gather_read`` (simple protocol)."""
     all_gather_read(chans, cc, fp, inp, out, scratch, flags, nbytes, slot_bytes, rank, nranks)
+
+
+@cuda.jit(device=True)
+def reduce_scatter_read(chans, cc, fp, inp, out, scratch, flags, nbytes, slot_bytes, rank, nranks, kind, op):
+    """Reduce-scatter of ``nbytes`` per rank by reads: stage every slot of our input but our own in our scratch;
+    rank r then reduces slot r in rank order, ours from our input and the others read from every peer's staged
+    copy, into ``out``. Rounds of ``slot_bytes`` per slot, one barrier each, as ``all_gather_read``."""
+    tid, nt = cuda.threadIdx.x, cuda.blockDim.x
+    begin_call(cc, fp, rank, nranks)
+    if not calls_agree(cc, fp, rank, nranks):
+        return
+    for base in range(0, nbytes, slot_bytes):
+        flag, half = begin_two_step(flags, nranks, slot_bytes)
+        rem = min(slot_bytes, nbytes - base)
+        at, _, n = shard_slice(rem, 1, 0)
+        if n > 0:
+            for s in range(nranks):
+                if s != rank:
+                    prim.copy_bytes(scratch, half + s * slot_bytes + at, inp, s * nbytes + base + at, n, tid, nt)
+        signal_and_wait_all(chans, nranks)
+        if n > 0:
+            red.reduce_peers(out, base + at, out, base + at, inp, rank * nbytes + base + at, rank, chans,
+                             half + rank * slot_bytes + at, nranks, n, tid, nt, kind, op)
+        end_round(flags, flag)
+
+
+@cuda.jit(cache=True, **SIMPLE_LIMITS)
+def reduce_scatter_read_simple(chans, cc, fp, inp, out, scratch, flags, nbytes, slot_bytes, rank, nranks, kind,
+                               op):
+    """``reduce_scatter_read`` (simple protocol)."""
+    reduce_scatter_read(chans, cc, fp, inp, out, scratch, flags, nbytes, slot_bytes, rank, nranks, kind, op)
+
+
+@cuda.jit(device=True)
+def reduce_scatter_zero_copy(chans, cc, fp, ins, inp, out, nbytes, rank, nranks, kind, op):
+    """Reduce-scatter on a send buffer registered on every rank (``algos.windows``), no scratch: once every rank's
+    input is ready, rank r reduces slot r reading every rank's input (``ins[j].dst``) into ``out``; a second
+    barrier ends the call when nobody reads our input any more."""
+    tid, nt = cuda.threadIdx.x, cuda.blockDim.x
+    begin_call(cc, fp, rank, nranks)
+    if not calls_agree(cc, fp, rank, nranks):
+        return
+    signal_and_wait_all(chans, nranks)
+    at, _, n = shard_slice(nbytes, 1, 0)
+    if n > 0:
+        own = rank * nbytes + at
+        red.reduce_peers(out, at, out, at, inp, own, rank, ins, own, nranks, n, tid, nt, kind, op)
+    signal_and_wait_all(chans, nranks)
+
+
+@cuda.jit(cache=True, **SIMPLE_LIMITS)
+def reduce_scatter_zero_copy_simple(chans, cc, fp, ins, inp, out, nbytes, rank, nranks, kind, op):
+    """``reduce_scatter_zero_copy`` (simple protocol)."""
+    reduce_scatter_zero_copy(chans, cc, fp, ins, inp, out, nbytes, rank, nranks, kind, op)
 
 
 @cuda.jit(device=True)

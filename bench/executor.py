@@ -25,7 +25,7 @@ from mpi4py import MPI
 import pymscclpp
 from numba import cuda
 
-from pymscclpp.algos import Call
+from pymscclpp.algos import Call, CallBuffer
 from pymscclpp.executor import ExecutionPlan, Executor
 from pymscclpp.executor import cache as kernel_cache
 from pymscclpp.language.channel import MemoryChannel
@@ -136,9 +136,11 @@ def main() -> int:
 
         prepared = ex.prepare(xplan, send, recv)
         impl = comm.algorithms.get("all_reduce", algo)
-        call = Call("all_reduce", send, recv_hand, (buffer_info(send).ptr, as_bytes(send) if IS_SIM else None),
-                    (buffer_info(recv_hand).ptr, as_bytes(recv_hand) if IS_SIM else None), nbytes, nbytes,
-                    "float32", "sum", 0, 0, False)
+        call = Call(collective="all_reduce", sendbuf=send, recvbuf=recv_hand,
+                    send=CallBuffer(buffer_info(send).ptr, as_bytes(send) if IS_SIM else None),
+                    recv=CallBuffer(buffer_info(recv_hand).ptr, as_bytes(recv_hand) if IS_SIM else None),
+                    peer_bytes=nbytes, message_bytes=nbytes, dtype="float32", op="sum", root=0, stream=0,
+                    in_place=False)
 
         def dsl():  # both sides through their prepared launches, so neither pays Python argument handling
             prepared.run(0)

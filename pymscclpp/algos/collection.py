@@ -159,7 +159,7 @@ class AlgorithmCollection:
     def select(self, call: Call, forced: str | None = None) -> Algorithm:
         """The algorithm serving ``call``: ``forced`` by name, else the table's choice if it can serve the call,
         else the first registered one that can. Raises InvalidUsageError naming why none can."""
-        shape = (call.collective, call.size, call.dtype, call.op, call.in_place, forced)
+        shape = (call.collective, call.message_bytes, call.dtype, call.op, call.in_place, forced)
         algo = self._choice.get(shape)
         if algo is not None:
             return algo
@@ -178,7 +178,7 @@ class AlgorithmCollection:
     def _first_able(self, call: Call) -> Algorithm:
         rows = self.table.get(call.collective, ())
         first = [n for c, n in self._preferred if c == call.collective]
-        first += [n for limit, n in rows if call.size <= limit][:1]
+        first += [n for limit, n in rows if call.message_bytes <= limit][:1]
         reasons = []
         for name in first + [n for n in self.names(call.collective) if n not in first]:
             if self._factory(call.collective, name) is None:
@@ -190,7 +190,7 @@ class AlgorithmCollection:
             if why is None:
                 return self.get(call.collective, name)
             reasons.append(f"{name}: {why}")
-        raise InvalidUsageError(f"no {call.collective} algorithm serves {call.size} bytes of {call.dtype} here ("
+        raise InvalidUsageError(f"no {call.collective} algorithm serves {call.message_bytes} bytes of {call.dtype} here ("
                                 + "; ".join(reasons) + ")")
 
     def built(self) -> list[Algorithm]:

@@ -122,10 +122,10 @@ class OneShot(Algorithm):
         if kept is not None and launch.launch_kept(kept, call.stream):
             return
         if call is not self._bound:
-            nbytes, size = call.nbytes, self.size
+            nbytes, size = call.peer_bytes, self.size
             send_bytes = nbytes * size if self.send_all else nbytes
-            launch.set_buffer("inp", call.send[0], send_bytes, call.send[1])
-            launch.set_buffer("out", call.recv[0], nbytes * size if self.recv_all else nbytes, call.recv[1])
+            launch.set_buffer("inp", call.send.ptr, send_bytes, call.send.array)
+            launch.set_buffer("out", call.recv.ptr, nbytes * size if self.recv_all else nbytes, call.recv.array)
             launch.set_int("nbytes", nbytes)
             launch.set_int("fp", self.check.fingerprint(call))
             for name, value in zip(self.params, self.param_values(call)):
@@ -138,14 +138,14 @@ class OneShot(Algorithm):
         """Bytes a channel carries for ``nbytes`` of data: LL16 packets carry 8 data bytes in 16."""
         return -(-nbytes // 8) * 16 if self.protocol == "packet" else nbytes
 
-    def slot_nbytes(self, size: int, nranks: int) -> int:
-        """What one rank sends one peer (``Call.nbytes``) in a call of ``size`` bytes: a slot of it when the
+    def slot_nbytes(self, message_bytes: int, nranks: int) -> int:
+        """What one rank sends one peer (``Call.peer_bytes``) in a call of ``message_bytes``: a slot of it when the
         collective counts ``nranks`` slots (all-gather's output, reduce-scatter's and all-to-all's input)."""
-        return size // nranks if self.send_all or self.recv_all else size
+        return message_bytes // nranks if self.send_all or self.recv_all else message_bytes
 
-    def traffic(self, size: int, nranks: int, rank: int, root: int = 0) -> tuple[int, int]:
+    def traffic(self, message_bytes: int, nranks: int, rank: int, root: int = 0) -> tuple[int, int]:
         """Every rank pushes a slot to every peer (broadcast overrides)."""
-        moved = (nranks - 1) * self.wire_bytes(self.slot_nbytes(size, nranks))
+        moved = (nranks - 1) * self.wire_bytes(self.slot_nbytes(message_bytes, nranks))
         return moved, moved
 
 
@@ -159,7 +159,7 @@ class AllReduce(OneShot):
 
     def param_values(self, call: Call) -> tuple:
         # the send stride: every peer gets the whole buffer (all-reduce) or its own slot (reduce-scatter)
-        return (call.nbytes if self.send_all else 0, red.DTYPE_KINDS[call.dtype], red.OPS[call.op])
+        return (call.peer_bytes if self.send_all else 0, red.DTYPE_KINDS[call.dtype], red.OPS[call.op])
 
 
 class ReduceScatter(AllReduce):
@@ -178,7 +178,7 @@ class AllGather(OneShot):
     params = ("send_stride",)
 
     def param_values(self, call: Call) -> tuple:
-        return (call.nbytes if self.send_all else 0,)
+        return (call.peer_bytes if self.send_all else 0,)
 
 
 class AllToAll(AllGather):
@@ -195,9 +195,9 @@ class Broadcast(OneShot):
     kernels = {"packet": broadcast_kernels.broadcast_ll, "simple": broadcast_kernels.broadcast_simple}
     params = ("root",)
 
-    def traffic(self, size: int, nranks: int, rank: int, root: int = 0) -> tuple[int, int]:
+    def traffic(self, message_bytes: int, nranks: int, rank: int, root: int = 0) -> tuple[int, int]:
         """The root pushes the buffer to every peer."""
-        wire = self.wire_bytes(size)
+        wire = self.wire_bytes(message_bytes)
         return ((nranks - 1) * wire, 0) if rank == root else (0, wire)
 
     def param_values(self, call: Call) -> tuple:

@@ -91,7 +91,7 @@ class ZeroCopyTwoStep(OneShot):
         self.bind_zero_copy(launch, call)
         fp = self.check.fingerprint(call)
         launch.set_int("fp", fp | REGISTERED if fp else 0)
-        launch.set_int("nbytes", call.nbytes)
+        launch.set_int("nbytes", call.peer_bytes)
         launch.set_int("kind", red.DTYPE_KINDS[call.dtype])
         launch.set_int("op", red.OPS[call.op])
         launch.launch(call.stream, kept)
@@ -109,8 +109,8 @@ class AllReduceTwoShot(ZeroCopyTwoStep):
     params = ("kind", "op")
 
     def call_windows(self, call: Call) -> tuple | None:
-        sent = self.windows.find(call.send[0], call.nbytes)
-        got = sent if call.in_place else self.windows.find(call.recv[0], call.nbytes)
+        sent = self.windows.find(call.send.ptr, call.peer_bytes)
+        got = sent if call.in_place else self.windows.find(call.recv.ptr, call.peer_bytes)
         return None if sent is None or got is None else (sent, got)
 
     def zero_copy_args(self, windows: tuple) -> dict:
@@ -126,10 +126,10 @@ class AllReduceTwoShot(ZeroCopyTwoStep):
         i64 = types.int64
         return (chans, handle_type(nranks - 1), i64, chans, chans, ht.BYTES, ht.BYTES, i64, i64, i64, i64, i64)
 
-    def traffic(self, size: int, nranks: int, rank: int, root: int = 0) -> tuple[int, int]:
+    def traffic(self, message_bytes: int, nranks: int, rank: int, root: int = 0) -> tuple[int, int]:
         """Peers pull the other shards of our staged input and our reduced shard; we pull theirs alike."""
         moved = sum((nranks - 1) * lens[rank] + sum(lens) - lens[rank]
-                    for lens in round_shards(size, nranks, nranks - 1))
+                    for lens in round_shards(message_bytes, nranks, nranks - 1))
         return moved, moved
 
 
@@ -144,7 +144,7 @@ class ReduceScatterRead(ZeroCopyTwoStep):
     send_all = True
 
     def call_windows(self, call: Call) -> tuple | None:
-        sent = self.windows.find(call.send[0], call.nbytes * self.size)
+        sent = self.windows.find(call.send.ptr, call.peer_bytes * self.size)
         return None if sent is None else (sent,)
 
     def zero_copy_args(self, windows: tuple) -> dict:
@@ -155,7 +155,7 @@ class ReduceScatterRead(ZeroCopyTwoStep):
 
     def bind_zero_copy(self, launch: Launch, call: Call) -> None:
         """The output is any buffer: this call's."""
-        launch.set_buffer("out", call.recv[0], call.nbytes, call.recv[1])
+        launch.set_buffer("out", call.recv.ptr, call.peer_bytes, call.recv.array)
 
     @classmethod
     def zero_copy_argtypes(cls, nranks: int) -> tuple:
@@ -163,9 +163,9 @@ class ReduceScatterRead(ZeroCopyTwoStep):
         i64 = types.int64
         return (chans, handle_type(nranks - 1), i64, chans, ht.BYTES, ht.BYTES, i64, i64, i64, i64, i64)
 
-    def traffic(self, size: int, nranks: int, rank: int, root: int = 0) -> tuple[int, int]:
+    def traffic(self, message_bytes: int, nranks: int, rank: int, root: int = 0) -> tuple[int, int]:
         """Every peer pulls its slot of our staged input; we pull ours from each of theirs."""
-        moved = (nranks - 1) * (size // nranks)
+        moved = (nranks - 1) * (message_bytes // nranks)
         return moved, moved
 
 
@@ -179,9 +179,9 @@ class AllGatherRead(AllGather):
     def param_values(self, call: Call) -> tuple:
         return ()
 
-    def traffic(self, size: int, nranks: int, rank: int, root: int = 0) -> tuple[int, int]:
+    def traffic(self, message_bytes: int, nranks: int, rank: int, root: int = 0) -> tuple[int, int]:
         """Every peer pulls our slot; we pull each of theirs."""
-        moved = (nranks - 1) * (size // nranks)
+        moved = (nranks - 1) * (message_bytes // nranks)
         return moved, moved
 
 
@@ -190,11 +190,11 @@ class BroadcastScatterGather(Broadcast):
 
     kernels = {"simple": k2.broadcast_scatter_gather_simple}
 
-    def traffic(self, size: int, nranks: int, rank: int, root: int = 0) -> tuple[int, int]:
+    def traffic(self, message_bytes: int, nranks: int, rank: int, root: int = 0) -> tuple[int, int]:
         """Rank r pulls shard r from the root, then every shard it lacks from the rank holding it (the root's own
         from the root): the root sends each shard once and its own to every peer; the others receive it all."""
         sent = received = 0
-        for lens in round_shards(size, nranks, nranks):
+        for lens in round_shards(message_bytes, nranks, nranks):
             if rank == root:
                 sent += sum(lens) - lens[root] + (nranks - 1) * lens[root]
             else:

@@ -29,17 +29,17 @@ class AllReduceTwoShotPacket(AllReduce):
 
     def why_not(self, comm, call: Call) -> str | None:
         largest = min(PACKET_MAX, comm.size * (lanes_slot_bytes(comm, "packet") // 4))
-        if call.size > largest:
-            return f"serves messages of up to {largest} bytes on {comm.size} ranks, got {call.size}"
+        if call.message_bytes > largest:
+            return f"serves messages of up to {largest} bytes on {comm.size} ranks, got {call.message_bytes}"
         return super().why_not(comm, call)
 
     def param_values(self, call: Call) -> tuple:
         return (red.DTYPE_KINDS[call.dtype], red.OPS[call.op])
 
-    def traffic(self, size: int, nranks: int, rank: int, root: int = 0) -> tuple[int, int]:
+    def traffic(self, message_bytes: int, nranks: int, rank: int, root: int = 0) -> tuple[int, int]:
         """Our shard p to every peer p, then our reduced shard to every peer; peers send us alike (16 wire bytes
         per 8 data bytes)."""
-        lens = shard_lengths(size, nranks)
+        lens = shard_lengths(message_bytes, nranks)
         wire = [-(-n // 8) * 16 for n in lens]
         moved = sum(wire) - wire[rank] + (nranks - 1) * wire[rank]
         return moved, moved

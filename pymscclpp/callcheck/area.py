@@ -28,7 +28,7 @@ from ..runtime.memory import alloc
 from .device import call_agreed, checked_call
 
 MAX_BLOCKS = 128  # the largest grid of a checked kernel (one sequence word per block)
-SENDS_ALL = frozenset({"reduce_scatter", "all_to_all"})  # send buffers of ``size`` slots of ``Call.nbytes``
+SENDS_ALL = frozenset({"reduce_scatter", "all_to_all"})  # send buffers of ``size`` slots of ``Call.peer_bytes``
 _COPY_THREADS = 256
 
 CallCheckHandle = namedtuple("CallCheckHandle",
@@ -56,7 +56,7 @@ def handle_type(peers: int) -> types.NamedTuple:
 
 def fingerprint_of(call, size: int) -> int:
     """The fingerprint of ``call`` (an ``algos.algorithm.Call``: collective, nbytes, dtype, op, root) on a communicator of ``size`` ranks (never 0)."""
-    send_bytes = call.nbytes * size if call.collective in SENDS_ALL else call.nbytes
+    send_bytes = call.peer_bytes * size if call.collective in SENDS_ALL else call.peer_bytes
     return pack(call.collective, send_bytes, call.dtype, call.op, call.root)
 
 

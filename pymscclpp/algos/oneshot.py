@@ -23,19 +23,19 @@ from .grid import blocks_for
 PACKET_MAX = 1 << 20  # the largest message a packet algorithm serves
 
 
-def simple_round_bytes(size: int) -> int:
+def simple_round_bytes(nranks: int) -> int:
     """Bytes per slot and round of the simple protocol: 32 MB, less from 5 ranks up so scratch stays <= 256 MB."""
     if IS_SIM:
         return 1 << 16
-    return max(1 << 20, min(32 << 20, (128 << 20) // size)) // 16 * 16
+    return max(1 << 20, min(32 << 20, (128 << 20) // nranks)) // 16 * 16
 
 
 class Lanes:
     """What the one-shot algorithms of one protocol and grid share on a communicator: a MemoryChannel to every
-    peer with one semaphore per block, a scratch of two halves of ``size`` slots of ``slot_bytes``, and one flag
+    peer with one semaphore per block, a scratch of two halves of ``nranks`` slots of ``slot_bytes``, and one flag
     per block. Sharing is safe because a communicator's calls run one after another (as with NCCL), and every
     block's flag advances by one per launch (packets) or round (simple) whichever algorithm runs, and every one of
-    them lays scratch out alike (halves of ``size`` slots of ``slot_bytes``), so a half is never reused by the very
+    them lays scratch out alike (halves of ``nranks`` slots of ``slot_bytes``), so a half is never reused by the very
     next launch."""
 
     def __init__(self, comm, blocks: int, slot_bytes: int):
@@ -64,7 +64,7 @@ class OneShot(Algorithm):
     """A one-shot collective on ``blocks`` blocks of ``threads``. ``kernels`` maps each protocol to its entry
     kernel, taking ``(chans, cc, fp, inp, out, scratch, flags, nbytes, slot_bytes, rank, nranks, *params)``
     (``cc``, ``fp``: the call check's handle and the call's fingerprint); ``send_all``/``recv_all``: the send /
-    receive buffer holds ``size`` slots."""
+    receive buffer holds ``nranks`` slots."""
 
     kernels: dict = {}
     send_all = recv_all = False
@@ -82,7 +82,7 @@ class OneShot(Algorithm):
         self.check = callcheck(comm)  # first: one per communicator, whichever one-shot algorithm a rank sets up
         self.blocks = blocks_for(comm, self.blocks)
         self.lanes = shared = lanes(comm, self.protocol, self.blocks)
-        self.size = comm.size
+        self.nranks = comm.size
         v = shared.view
         args = {"chans": shared.handles, "cc": self.check.handle, "fp": 0, "inp": v, "out": v, "scratch": v,
                 "flags": shared.flags, "nbytes": 0, "slot_bytes": shared.slot_bytes, "rank": comm.rank,
@@ -122,10 +122,10 @@ class OneShot(Algorithm):
         if kept is not None and launch.launch_kept(kept, call.stream):
             return
         if call is not self._bound:
-            nbytes, size = call.peer_bytes, self.size
-            send_bytes = nbytes * size if self.send_all else nbytes
+            nbytes, nranks = call.peer_bytes, self.nranks
+            send_bytes = nbytes * nranks if self.send_all else nbytes
             launch.set_buffer("inp", call.send.ptr, send_bytes, call.send.array)
-            launch.set_buffer("out", call.recv.ptr, nbytes * size if self.recv_all else nbytes, call.recv.array)
+            launch.set_buffer("out", call.recv.ptr, nbytes * nranks if self.recv_all else nbytes, call.recv.array)
             launch.set_int("nbytes", nbytes)
             launch.set_int("fp", self.check.fingerprint(call))
             for name, value in zip(self.params, self.param_values(call)):

@@ -77,7 +77,7 @@ class ZeroCopyTwoStep(OneShot):
         if launch is None:
             launch = self._zero_copy[key] = Launch(self.zero_copy_kernel, self.blocks, self.threads,
                                                    self.zero_copy_args(windows),
-                                                   argtypes=self.zero_copy_argtypes(self.size))
+                                                   argtypes=self.zero_copy_argtypes(self.nranks))
         return launch
 
     def launch(self, call: Call) -> None:
@@ -144,7 +144,7 @@ class ReduceScatterRead(ZeroCopyTwoStep):
     send_all = True
 
     def call_windows(self, call: Call) -> tuple | None:
-        sent = self.windows.find(call.send.ptr, call.peer_bytes * self.size)
+        sent = self.windows.find(call.send.ptr, call.peer_bytes * self.nranks)
         return None if sent is None else (sent,)
 
     def zero_copy_args(self, windows: tuple) -> dict:

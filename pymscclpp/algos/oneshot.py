@@ -62,9 +62,9 @@ def lanes(comm, protocol: str, blocks: int) -> Lanes:
 
 class OneShot(Algorithm):
     """A one-shot collective on ``blocks`` blocks of ``threads``. ``kernels`` maps each protocol to its entry
-    kernel, taking ``(chans, cc, fp, inp, out, scratch, flags, nbytes, slot_bytes, rank, nranks, *params)``
-    (``cc``, ``fp``: the call check's handle and the call's fingerprint); ``send_all``/``recv_all``: the send /
-    receive buffer holds ``nranks`` slots."""
+    kernel, taking ``(chans, call_check, fingerprint, inp, out, scratch, flags, nbytes, slot_bytes, rank, nranks,
+    *params)`` (``call_check``, ``fingerprint``: the call check's handle and the call's fingerprint);
+    ``send_all``/``recv_all``: the send / receive buffer holds ``nranks`` slots."""
 
     kernels: dict = {}
     send_all = recv_all = False
@@ -84,8 +84,8 @@ class OneShot(Algorithm):
         self.lanes = shared = lanes(comm, self.protocol, self.blocks)
         self.nranks = comm.size
         v = shared.view
-        args = {"chans": shared.handles, "cc": self.check.handle, "fp": 0, "inp": v, "out": v, "scratch": v,
-                "flags": shared.flags, "nbytes": 0, "slot_bytes": shared.slot_bytes, "rank": comm.rank,
+        args = {"chans": shared.handles, "call_check": self.check.handle, "fingerprint": 0, "inp": v, "out": v,
+                "scratch": v, "flags": shared.flags, "nbytes": 0, "slot_bytes": shared.slot_bytes, "rank": comm.rank,
                 "nranks": comm.size}
         args.update(dict.fromkeys(self.params, 0))
         self.kernel_launch = Launch(self.kernels[self.protocol], self.blocks, self.threads, args,
@@ -103,9 +103,9 @@ class OneShot(Algorithm):
         """The numba types of the entry kernels' arguments on ``nranks`` ranks, in ``setup``'s order (the
         launch checks its values have them)."""
         i64 = types.int64
-        named = {"chans": types.UniTuple(ht.memory_channel(), nranks - 1), "cc": handle_type(nranks - 1), "fp": i64,
-                 "inp": ht.BYTES, "out": ht.BYTES, "scratch": ht.BYTES, "flags": ht.U32, "nbytes": i64,
-                 "slot_bytes": i64, "rank": i64, "nranks": i64, **dict.fromkeys(cls.params, i64)}
+        named = {"chans": types.UniTuple(ht.memory_channel(), nranks - 1), "call_check": handle_type(nranks - 1),
+                 "fingerprint": i64, "inp": ht.BYTES, "out": ht.BYTES, "scratch": ht.BYTES, "flags": ht.U32,
+                 "nbytes": i64, "slot_bytes": i64, "rank": i64, "nranks": i64, **dict.fromkeys(cls.params, i64)}
         return tuple(named.values())
 
     def param_values(self, call: Call) -> tuple:
@@ -127,7 +127,7 @@ class OneShot(Algorithm):
             launch.set_buffer("inp", call.send.ptr, send_bytes, call.send.array)
             launch.set_buffer("out", call.recv.ptr, nbytes * nranks if self.recv_all else nbytes, call.recv.array)
             launch.set_int("nbytes", nbytes)
-            launch.set_int("fp", self.check.fingerprint(call))
+            launch.set_int("fingerprint", self.check.fingerprint(call))
             for name, value in zip(self.params, self.param_values(call)):
                 launch.set_int(name, value)
             self._bound = call

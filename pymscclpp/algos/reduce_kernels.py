@@ -29,18 +29,20 @@ def reduce_own_slot(proto, out, at, inp, own_off, rank, scratch, base, slot_byte
 
 
 @cuda.jit(device=True)
-def reduce(proto, chans, cc, fp, inp, out, scratch, flags, nbytes, slot_bytes, rank, nranks, send_stride, kind, op):
+def reduce(proto, chans, call_check, fingerprint, inp, out, scratch, flags, nbytes, slot_bytes, rank, nranks,
+           send_stride, kind, op):
     """One-shot reduction of ``nbytes`` per slot: one packet hop (LL), or rounds of ``slot_bytes`` per slot
     (simple; needs ``nranks >= 2``, one rank being a copy); nothing is reduced unless the ranks' calls agree."""
     tid, nt = cuda.threadIdx.x, cuda.blockDim.x
     sc = scale(proto)
-    begin_call(cc, fp, rank, nranks)
-    if proto != LL and not calls_agree(cc, fp, rank, nranks):  # large messages: the check before the first put
+    begin_call(call_check, fingerprint, rank, nranks)
+    # large messages: the check before the first put
+    if proto != LL and not calls_agree(call_check, fingerprint, rank, nranks):
         return
     for rd in range(rounds(proto, nbytes, slot_bytes)):
         flag, half, lo, n, at = begin_and_send(proto, chans, flags, inp, nbytes, slot_bytes, rd, rank, nranks,
                                                send_stride, tid, nt)
-        if proto != LL or calls_agree(cc, fp, rank, nranks):  # packets: sent only into scratch so far
+        if proto != LL or calls_agree(call_check, fingerprint, rank, nranks):  # packets: sent only into scratch so far
             if proto != LL:
                 signal_and_wait_all(chans, nranks)
             if n > 0:
@@ -50,12 +52,16 @@ def reduce(proto, chans, cc, fp, inp, out, scratch, flags, nbytes, slot_bytes, r
 
 
 @cuda.jit(cache=True)
-def reduce_ll(chans, cc, fp, inp, out, scratch, flags, nbytes, slot_bytes, rank, nranks, send_stride, kind, op):
+def reduce_ll(chans, call_check, fingerprint, inp, out, scratch, flags, nbytes, slot_bytes, rank, nranks, send_stride,
+              kind, op):
     """``reduce`` with LL16 packets."""
-    reduce(LL, chans, cc, fp, inp, out, scratch, flags, nbytes, slot_bytes, rank, nranks, send_stride, kind, op)
+    reduce(LL, chans, call_check, fingerprint, inp, out, scratch, flags, nbytes, slot_bytes, rank, nranks,
+           send_stride, kind, op)
 
 
 @cuda.jit(cache=True, **SIMPLE_LIMITS)
-def reduce_simple(chans, cc, fp, inp, out, scratch, flags, nbytes, slot_bytes, rank, nranks, send_stride, kind, op):
+def reduce_simple(chans, call_check, fingerprint, inp, out, scratch, flags, nbytes, slot_bytes, rank, nranks,
+                  send_stride, kind, op):
     """``reduce`` with the simple protocol."""
-    reduce(SIMPLE, chans, cc, fp, inp, out, scratch, flags, nbytes, slot_bytes, rank, nranks, send_stride, kind, op)
+    reduce(SIMPLE, chans, call_check, fingerprint, inp, out, scratch, flags, nbytes, slot_bytes, rank, nranks,
+           send_stride, kind, op)

@@ -89,8 +89,8 @@ class ZeroCopyTwoStep(OneShot):
         if kept is not None and launch.launch_kept(kept, call.stream):
             return
         self.bind_zero_copy(launch, call)
-        fp = self.check.fingerprint(call)
-        launch.set_int("fp", fp | REGISTERED if fp else 0)
+        fingerprint = self.check.fingerprint(call)
+        launch.set_int("fingerprint", fingerprint | REGISTERED if fingerprint else 0)
         launch.set_int("nbytes", call.peer_bytes)
         launch.set_int("kind", red.DTYPE_KINDS[call.dtype])
         launch.set_int("op", red.OPS[call.op])
@@ -116,7 +116,8 @@ class AllReduceTwoShot(ZeroCopyTwoStep):
     def zero_copy_args(self, windows: tuple) -> dict:
         sent, got = windows
         base = self.kernel_launch.values
-        return {"chans": base["chans"], "cc": base["cc"], "fp": 0, "ins": sent.handles, "outs": got.handles,
+        return {"chans": base["chans"], "call_check": base["call_check"], "fingerprint": 0, "ins": sent.handles,
+                "outs": got.handles,
                 "inp": sent.local, "out": got.local, "nbytes": 0, "rank": base["rank"], "nranks": base["nranks"],
                 "kind": 0, "op": 0}
 
@@ -150,7 +151,8 @@ class ReduceScatterRead(ZeroCopyTwoStep):
     def zero_copy_args(self, windows: tuple) -> dict:
         (sent,) = windows
         base = self.kernel_launch.values
-        return {"chans": base["chans"], "cc": base["cc"], "fp": 0, "ins": sent.handles, "inp": sent.local,
+        return {"chans": base["chans"], "call_check": base["call_check"], "fingerprint": 0, "ins": sent.handles,
+                "inp": sent.local,
                 "out": base["out"], "nbytes": 0, "rank": base["rank"], "nranks": base["nranks"], "kind": 0, "op": 0}
 
     def bind_zero_copy(self, launch: Launch, call: Call) -> None:

@@ -20,11 +20,12 @@ from .twoshot_kernels import begin_two_step, shard_bytes, shard_slice
 
 
 @cuda.jit(device=True)
-def all_reduce_packet_two_shot(chans, cc, fp, inp, out, scratch, flags, nbytes, slot_bytes, rank, nranks, kind, op):
+def all_reduce_packet_two_shot(chans, call_check, fingerprint, inp, out, scratch, flags, nbytes, slot_bytes, rank,
+                               nranks, kind, op):
     """Two-shot all-reduce of ``nbytes`` (<= ``nranks * slot_bytes / 4``) in one hop of packets each way; block b
     of every rank owns the same slice of every shard. Packets go only into scratch until the ranks' calls agree."""
     tid, nt = cuda.threadIdx.x, cuda.blockDim.x
-    begin_call(cc, fp, rank, nranks)
+    begin_call(call_check, fingerprint, rank, nranks)
     flag, half = begin_two_step(flags, nranks, slot_bytes)
     wire = 2 * shard_bytes(nbytes, nranks)  # packet bytes of one shard
     results = half + nranks * wire  # the result area: slot s holds rank s's reduced shard
@@ -32,7 +33,7 @@ def all_reduce_packet_two_shot(chans, cc, fp, inp, out, scratch, flags, nbytes, 
         start, lo, n = shard_slice(nbytes, nranks, peer_rank(j, rank))
         if n > 0:
             prim.put_packets_ll16(chans[j].dst, half + rank * wire + 2 * lo, inp, start, n, tid, nt, flag)
-    if calls_agree(cc, fp, rank, nranks):
+    if calls_agree(call_check, fingerprint, rank, nranks):
         start, lo, n = shard_slice(nbytes, nranks, rank)
         reduced = n <= 0 or red.reduce_packets_ll16(out, start, inp, start, rank, scratch, half + 2 * lo, wire,
                                                     nranks, n, tid, nt, flag, kind, op, chans[0], OP_PACKET)
@@ -51,7 +52,9 @@ def all_reduce_packet_two_shot(chans, cc, fp, inp, out, scratch, flags, nbytes, 
 
 
 @cuda.jit(cache=True)
-def all_reduce_packet_two_shot_ll(chans, cc, fp, inp, out, scratch, flags, nbytes, slot_bytes, rank, nranks, kind,
+def all_reduce_packet_two_shot_ll(chans, call_check, fingerprint, inp, out, scratch, flags, nbytes, slot_bytes, rank,
+                                  nranks, kind,
                                   op):
     """``all_reduce_packet_two_shot`` (LL16 packets)."""
-    all_reduce_packet_two_shot(chans, cc, fp, inp, out, scratch, flags, nbytes, slot_bytes, rank, nranks, kind, op)
+    all_reduce_packet_two_shot(chans, call_check, fingerprint, inp, out, scratch, flags, nbytes, slot_bytes, rank,
+                               nranks, kind, op)

@@ -37,9 +37,9 @@ CallCheckHandle = namedtuple("CallCheckHandle",
 
 
 @cuda.jit(cache=True)
-def check_kernel(cc, fp, rank, nranks, op):
+def check_kernel(call_check, fingerprint, rank, nranks, op):
     """The call check alone, on one block: ahead of a user's kernel, or on a rank a plan gives no thread blocks."""
-    checked_call(cc, fp, rank, nranks, op)
+    checked_call(call_check, fingerprint, rank, nranks, op)
 
 
 @cuda.jit(cache=True)
@@ -85,9 +85,9 @@ class CallCheck:
 
     def check_launch(self, op: int) -> Launch:
         """A launch of the check kernel recording a disagreement with ``op`` (OP_CALLCHECK, OP_PRECHECK); set its
-        ``fp`` slot per call."""
+        ``fingerprint`` slot per call."""
         threads = max(1, self.size - 1) if IS_SIM else -(-max(1, self.size - 1) // 32) * 32
-        return Launch(check_kernel, 1, threads, {"cc": self.handle, "fp": 0, "rank": self.rank,
+        return Launch(check_kernel, 1, threads, {"call_check": self.handle, "fingerprint": 0, "rank": self.rank,
                                                  "nranks": self.size, "op": op})
 
     def copy_launch(self, dst, src) -> Launch:

@@ -91,7 +91,7 @@ class KernelSpec:
     itemsize: int     # bytes per element of ``kind``
     size_class: int   # chunk bytes built into the kernel, or 0: the chunk size is an argument
     sim_threads: int  # 0: the GPU variant; else threads per plan thread block in the simulator variant
-    checked: bool = False  # takes the call check's handle ``cc`` and the call's fingerprint ``fp``
+    checked: bool = False  # takes the call check's handle ``call_check`` and the call's fingerprint ``fingerprint``
 
     @cached_property
     def peers(self) -> list[int]:
@@ -106,7 +106,7 @@ class KernelSpec:
         names += [f"sem{p}" for p in self.peers]
         ports = len(gpu.channels.get("port", []))
         names += [f"pc{c}" for c in range(ports)] + (["pid"] if ports else [])
-        names += ["st", "err", "abt", "tmo", "wctx"] + (["cc", "fp"] if self.checked else [])
+        names += ["st", "err", "abt", "tmo", "wctx"] + (["call_check", "fingerprint"] if self.checked else [])
         return names + ([] if self.size_class else ["chunk"])
 
     @property
@@ -133,7 +133,8 @@ class _Writer:
         self.stage_next = scratch  # next staging slot of a port put-packets op, in packet-wide chunks
         self.sync = ("D.group_sync(st, GROUPS, g, nt, err, abt, RANK, tmo)" if spec.sim_threads
                      else "cuda.syncthreads()")
-        self.common = ", ".join(n for n in spec.arg_names if n not in ("cc", "fp", "chunk"))  # what ops take
+        # what ops take
+        self.common = ", ".join(n for n in spec.arg_names if n not in ("call_check", "fingerprint", "chunk"))
 
     # -- module -----------------------------------------------------------------------------------
 
@@ -196,7 +197,7 @@ class _Writer:
         else:
             out += ["    g = cuda.blockIdx.x", "    tid = cuda.threadIdx.x", "    nt = cuda.blockDim.x"]
         if spec.checked:  # every rank's call alike, else no op runs (the verdict gates the copies after)
-            out += ["    if not checked_call(cc, fp, RANK, NRANKS, OP_CALLCHECK):", "        return"]
+            out += ["    if not checked_call(call_check, fingerprint, RANK, NRANKS, OP_CALLCHECK):", "        return"]
         if spec.size_class:
             out.append("    chunk = CHUNK")
         out.append("    flag = D.flag_begin(st, g)")

@@ -40,7 +40,7 @@ WCTX = types.NamedTuple([I64, U64, types.int64, types.int64, types.int64, types.
 PORT = types.NamedTuple([U64, U64, U64, U64, types.uint64, U64, U64, I64, U64, types.int64, types.int64, types.int64,
                          types.uint64, types.int64, types.int64], PortChannelHandle)
 ARG_TYPES = {"pid": I64, "st": U64, "err": I64, "abt": U64, "tmo": types.uint64, "wctx": WCTX, "chunk": types.int64,
-             "fp": types.int64}
+             "fingerprint": types.int64}
 ITEMSIZE = {"float32": 4, "bfloat16": 2, "float16": 2, "int32": 4}
 PATTERNS = ["ld.global.v4.u32", "st.global.v4.u32", "st.volatile.global.v4.u32", "red.release.sys.global.add",
             "ld.acquire.sys.global", "bar.sync"]
@@ -66,7 +66,7 @@ def main() -> int:
         kind = DTYPE_KINDS[dtype] if xplan.reduces else None
         spec = KernelSpec(xplan, 0, kind, OPS["sum"], ITEMSIZE[dtype], size_class, 0, checked)
         module, _ = load_module(spec)
-        types_of = {**ARG_TYPES, "cc": callcheck(n - 1)}
+        types_of = {**ARG_TYPES, "call_check": callcheck(n - 1)}
         sig = tuple(SEM if a.startswith("sem") else PORT if a.startswith("pc") else types_of.get(a, U8)
                     for a in spec.arg_names)
         ptx, _ = cuda.compile_ptx(module.kernel.py_func, sig, cc=(9, 0))

@@ -93,11 +93,12 @@ def test_simulator_variant_plays_thread_blocks_with_thread_groups_of_one_block()
 
 def test_a_checked_kernel_runs_the_call_check_before_any_op_and_takes_its_handle_and_fingerprint():
     plain, checked = spec(size_class=256), spec(size_class=256, checked=True)
-    assert plain.arg_names + ["cc", "fp"] == checked.arg_names
+    assert plain.arg_names + ["call_check", "fingerprint"] == checked.arg_names
     source = checked.source()
-    check = source.index("    if not checked_call(cc, fp, RANK, NRANKS, OP_CALLCHECK):\n        return\n")
+    check = source.index("    if not checked_call(call_check, fingerprint, RANK, NRANKS, OP_CALLCHECK):\n"
+                         "        return\n")
     assert check < source.index("    tb_class0(") and "NRANKS = 2" in source
-    assert "checked_call" not in plain.source() and "cc" not in source.split("def tb_class0(")[1].split(")")[0]
+    assert "checked_call" not in plain.source() and "call_check" not in source.split("def tb_class0(")[1].split(")")[0]
 
 
 def test_cache_key_depends_on_plan_rank_dtype_op_size_class_and_the_call_check():

@@ -21,7 +21,7 @@ def exchange(proto, chans, call_check, fingerprint, inp, out, scratch, flags, nb
     ``nbytes``: all-to-all): one packet hop (LL) or rounds of ``slot_bytes`` per slot (simple), once the ranks'
     calls agree."""
     tid, nt = cuda.threadIdx.x, cuda.blockDim.x
-    sc = scale(proto)
+    scratch_scale = scale(proto)
     begin_call(call_check, fingerprint, rank, nranks)
     # large messages: the check before the first put
     if proto != LL and not calls_agree(call_check, fingerprint, rank, nranks):
@@ -36,8 +36,8 @@ def exchange(proto, chans, call_check, fingerprint, inp, out, scratch, flags, nb
             if n > 0:
                 for j in range(nranks - 1):
                     p = peer_rank(j, rank)
-                    receive(proto, out, p * nbytes + at, scratch, half + p * slot_bytes + sc * lo, n, tid, nt, flag,
-                            chans[j])
+                    receive(proto, out, p * nbytes + at, scratch, half + p * slot_bytes + scratch_scale * lo, n, tid,
+                            nt, flag, chans[j])
         end_round(flags, flag)
 
 

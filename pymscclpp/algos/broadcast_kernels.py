@@ -21,7 +21,7 @@ def broadcast(proto, chans, call_check, fingerprint, inp, out, scratch, flags, n
     ``out`` before the ranks' calls agree."""
     tid, nt = cuda.threadIdx.x, cuda.blockDim.x
     b = cuda.blockIdx.x
-    sc = scale(proto)
+    scratch_scale = scale(proto)
     nrounds = rounds(proto, nbytes, slot_bytes)
     begin_call(call_check, fingerprint, rank, nranks)
     if rank != root and tid == 0:
@@ -40,7 +40,7 @@ def broadcast(proto, chans, call_check, fingerprint, inp, out, scratch, flags, n
             cuda.syncthreads()
             if n > 0:
                 for j in range(nranks - 1):
-                    send(proto, chans[j].dst, half + sc * lo, inp, at, n, tid, nt, flag)
+                    send(proto, chans[j].dst, half + scratch_scale * lo, inp, at, n, tid, nt, flag)
                 copy_unless_same(out, at, inp, at, n, tid, nt)
             if proto == SIMPLE:
                 cuda.syncthreads()
@@ -53,7 +53,7 @@ def broadcast(proto, chans, call_check, fingerprint, inp, out, scratch, flags, n
                     mc.wait(ch, b)
                 cuda.syncthreads()
             if n > 0:
-                receive(proto, out, at, scratch, half + sc * lo, n, tid, nt, flag, ch)
+                receive(proto, out, at, scratch, half + scratch_scale * lo, n, tid, nt, flag, ch)
             if proto == SIMPLE:
                 cuda.syncthreads()
                 if tid == 0 and rd + 2 < nrounds:

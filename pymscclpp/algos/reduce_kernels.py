@@ -34,7 +34,7 @@ def reduce(proto, chans, call_check, fingerprint, inp, out, scratch, flags, nbyt
     """One-shot reduction of ``nbytes`` per slot: one packet hop (LL), or rounds of ``slot_bytes`` per slot
     (simple; needs ``nranks >= 2``, one rank being a copy); nothing is reduced unless the ranks' calls agree."""
     tid, nt = cuda.threadIdx.x, cuda.blockDim.x
-    sc = scale(proto)
+    scratch_scale = scale(proto)
     begin_call(call_check, fingerprint, rank, nranks)
     # large messages: the check before the first put
     if proto != LL and not calls_agree(call_check, fingerprint, rank, nranks):
@@ -46,8 +46,8 @@ def reduce(proto, chans, call_check, fingerprint, inp, out, scratch, flags, nbyt
             if proto != LL:
                 signal_and_wait_all(chans, nranks)
             if n > 0:
-                reduce_own_slot(proto, out, at, inp, rank * send_stride + at, rank, scratch, half + sc * lo, slot_bytes,
-                             nranks, n, tid, nt, flag, kind, op, chans)
+                reduce_own_slot(proto, out, at, inp, rank * send_stride + at, rank, scratch, half + scratch_scale * lo,
+                                slot_bytes, nranks, n, tid, nt, flag, kind, op, chans)
         end_round(flags, flag)
 
 

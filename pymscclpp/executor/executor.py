@@ -300,8 +300,8 @@ class Executor:
             return self.call_check.check_launch(OP_CALLCHECK) if spec.checked else _NoThreadBlocks()
         module, source_s = load_module(spec)
         values = {"inp": binding.kin, "out": binding.kout, "scr": scratch.scratch, "st": resources.state,
-                  "err": self.comm.error_area, "abt": self.comm.abort_word, "tmo": np.uint64(self.comm.timeout_ns),
-                  "wctx": self.comm.wait_context(),
+                  "err": self.comm.error_area, "abort_flag": self.comm.abort_word,
+                  "timeout_ns": np.uint64(self.comm.timeout_ns), "wait_context": self.comm.wait_context(),
                   "chunk": np.int64(layout.chunk), "fingerprint": np.int64(0)}
         if spec.checked:
             values["call_check"] = self.call_check.handle

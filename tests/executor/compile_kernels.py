@@ -39,8 +39,8 @@ SEM = types.NamedTuple([U64, U64, U64, I64, U64, types.int64, types.int64, types
 WCTX = types.NamedTuple([I64, U64, types.int64, types.int64, types.int64, types.uint64], WaitContext)
 PORT = types.NamedTuple([U64, U64, U64, U64, types.uint64, U64, U64, I64, U64, types.int64, types.int64, types.int64,
                          types.uint64, types.int64, types.int64], PortChannelHandle)
-ARG_TYPES = {"pid": I64, "st": U64, "err": I64, "abt": U64, "tmo": types.uint64, "wctx": WCTX, "chunk": types.int64,
-             "fingerprint": types.int64}
+ARG_TYPES = {"pid": I64, "st": U64, "err": I64, "abort_flag": U64, "timeout_ns": types.uint64, "wait_context": WCTX,
+             "chunk": types.int64, "fingerprint": types.int64}
 ITEMSIZE = {"float32": 4, "bfloat16": 2, "float16": 2, "int32": 4}
 PATTERNS = ["ld.global.v4.u32", "st.global.v4.u32", "st.volatile.global.v4.u32", "red.release.sys.global.add",
             "ld.acquire.sys.global", "bar.sync"]

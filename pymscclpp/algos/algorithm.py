@@ -9,9 +9,8 @@ from dataclasses import dataclass
 from typing import NamedTuple
 
 from ..channels import reduce as red
-from ..runtime.fingerprint import COLLECTIVES  # noqa: F401 (the fingerprint's codes follow its order)
+from ..runtime.collectives import COLLECTIVES, REDUCING  # noqa: F401 (re-exported: what algorithms serve)
 
-REDUCING = frozenset({"all_reduce", "reduce_scatter"})
 ANY, IN_PLACE, OUT_OF_PLACE = "any", "in_place", "out_of_place"
 
 

@@ -19,9 +19,8 @@ from ..errors import InvalidUsageError
 from .__main__ import parse_size
 from .cases import make_case
 from .sweep import _setup
+from ..runtime.collectives import COLLECTIVES
 from .timing import capture, time_graph
-
-COLLECTIVES = ("all_reduce", "all_gather", "reduce_scatter", "all_to_all", "broadcast")
 
 
 def table_from_winners(winners: list[tuple[int, str]]) -> list[list]:

@@ -12,7 +12,7 @@ from pymscclpp.algos.library_plans import CHUNK_FACTORS, INSTANCES, LibraryPlan,
 from pymscclpp.errors import InvalidUsageError
 from rankpool import PoolCache
 
-TUNED = "plan:allreduce_allpairs/LL/i2/c1"
+TUNED = "plan:allreduce_allpairs/packet/i2/c1"
 
 
 @pytest.fixture(scope="module")
@@ -25,17 +25,17 @@ def pool(tmp_path_factory):
 
 
 def test_a_library_plan_name_says_every_parameter_and_parses_back():
-    spec = LibraryPlan("allreduce_rsag", "Simple", 4, 2)
-    assert spec.name == "plan:allreduce_rsag/Simple/i4/c2"
+    spec = LibraryPlan("allreduce_rsag", "simple", 4, 2)
+    assert spec.name == "plan:allreduce_rsag/simple/i4/c2"
     assert LibraryPlan.parse(spec.name) == spec
     assert LibraryPlan.parse("rsag") is None
 
 
 @pytest.mark.parametrize("name, words", [
-    ("plan:allreduce_rsag/Simple/4/1", "is named plan:PROGRAM/PROTOCOL/iINSTANCES/cCHUNK_FACTOR"),
+    ("plan:allreduce_rsag/simple/4/1", "is named plan:PROGRAM/PROTOCOL/iINSTANCES/cCHUNK_FACTOR"),
     ("plan:allreduce_rsag", "is named plan:PROGRAM"),
-    ("plan:nosuch/Simple/i1/c1", "no library program 'nosuch'"),
-    ("plan:allreduce_rsag/LL/i1/c1", "allreduce_rsag runs the protocols ('Simple',)"),
+    ("plan:nosuch/simple/i1/c1", "no library program 'nosuch'"),
+    ("plan:allreduce_rsag/packet/i1/c1", "allreduce_rsag runs the protocols ('simple',)"),
 ])
 def test_a_malformed_library_plan_name_is_refused_in_words(name, words):
     with pytest.raises(InvalidUsageError, match=words.replace("(", r"\(").replace(")", r"\)")):
@@ -46,7 +46,7 @@ def test_the_tuner_searches_every_protocol_instance_count_and_chunk_factor_of_ea
     space = search_space(8, "all_reduce")
     grid = len(INSTANCES) * len(CHUNK_FACTORS)
     assert {s.program for s in space} == {"allreduce_allpairs", "allreduce_rsag"}
-    assert len(space) == 2 * grid + grid  # allpairs: Simple and LL; rsag: Simple
+    assert len(space) == 2 * grid + grid  # allpairs: simple and packet; rsag: simple
     assert all(LibraryPlan.parse(s.name) == s for s in space)
     assert {s.program for s in search_space(8, "all_gather")} == {"allgather"}
 
@@ -55,11 +55,11 @@ def test_a_tuning_file_naming_a_library_plan_makes_the_selection_build_and_use_i
     assert pool.run(cases.all_reduce_served_by, count=333, algo=None) == [TUNED, TUNED]
 
 
-@pytest.mark.parametrize("algo", ["plan:allreduce_rsag/Simple/i1/c2", "plan:allreduce_allpairs/Simple/i2/c1"])
+@pytest.mark.parametrize("algo", ["plan:allreduce_rsag/simple/i1/c2", "plan:allreduce_allpairs/simple/i2/c1"])
 def test_an_all_reduce_forced_onto_a_library_plan_matches_numpy(pool, algo):
     assert pool.run(cases.all_reduce_served_by, count=1000, algo=algo) == [algo, algo]
 
 
 def test_a_library_plan_of_another_collective_is_refused_on_every_rank(pool):
-    texts = pool.run(cases.refused, algo="plan:allgather/Simple/i1/c1")
-    assert all("'plan:allgather/Simple/i1/c1' serves all_gather, not all_reduce" in t for t in texts), texts
+    texts = pool.run(cases.refused, algo="plan:allgather/simple/i1/c1")
+    assert all("'plan:allgather/simple/i1/c1' serves all_gather, not all_reduce" in t for t in texts), texts

@@ -10,7 +10,7 @@ from numba import cuda
 
 from ..callcheck.device import begin_call, calls_agree
 from ..channels.peers import peer_rank
-from .blocks import (LL, SIMPLE_LIMITS, SIMPLE, begin_and_send, copy_unless_same, end_round, receive, rounds, scale,
+from .blocks import (PACKET, SIMPLE_LIMITS, SIMPLE, begin_and_send, copy_unless_same, end_round, receive, rounds, scale,
                      sync_round)
 
 
@@ -18,18 +18,19 @@ from .blocks import (LL, SIMPLE_LIMITS, SIMPLE, begin_and_send, copy_unless_same
 def exchange(proto, chans, call_check, fingerprint, inp, out, scratch, flags, nbytes, slot_bytes, rank, nranks,
              send_stride):
     """``inp[p * send_stride:][:nbytes]`` lands in rank p's ``out`` slot ``rank`` (``send_stride`` 0: all-gather,
-    ``nbytes``: all-to-all): one packet hop (LL) or rounds of ``slot_bytes`` per slot (simple), once the ranks'
+    ``nbytes``: all-to-all): one packet hop (packet) or rounds of ``slot_bytes`` per slot (simple), once the ranks'
     calls agree."""
     tid, nt = cuda.threadIdx.x, cuda.blockDim.x
     scratch_scale = scale(proto)
     begin_call(call_check, fingerprint, rank, nranks)
     # large messages: the check before the first put
-    if proto != LL and not calls_agree(call_check, fingerprint, rank, nranks):
+    if proto != PACKET and not calls_agree(call_check, fingerprint, rank, nranks):
         return
     for rd in range(rounds(proto, nbytes, slot_bytes)):
         flag, half, lo, n, at = begin_and_send(proto, chans, flags, inp, nbytes, slot_bytes, rd, rank, nranks,
                                                send_stride, tid, nt)
-        if proto != LL or calls_agree(call_check, fingerprint, rank, nranks):  # packets: sent only into scratch so far
+        # packets: sent only into scratch so far
+        if proto != PACKET or calls_agree(call_check, fingerprint, rank, nranks):
             if n > 0:
                 copy_unless_same(out, rank * nbytes + at, inp, rank * send_stride + at, n, tid, nt)
             sync_round(proto, chans, nranks)  # in place, our slots are read above before peers' data lands below
@@ -45,7 +46,7 @@ def exchange(proto, chans, call_check, fingerprint, inp, out, scratch, flags, nb
 def exchange_ll(chans, call_check, fingerprint, inp, out, scratch, flags, nbytes, slot_bytes, rank, nranks,
                 send_stride):
     """``exchange`` with LL16 packets."""
-    exchange(LL, chans, call_check, fingerprint, inp, out, scratch, flags, nbytes, slot_bytes, rank, nranks,
+    exchange(PACKET, chans, call_check, fingerprint, inp, out, scratch, flags, nbytes, slot_bytes, rank, nranks,
              send_stride)
 
 

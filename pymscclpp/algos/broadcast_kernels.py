@@ -11,7 +11,7 @@ from numba import cuda
 from ..channels import memory_channel as mc
 from ..callcheck.device import begin_call, calls_agree
 from ..channels.peers import peer_index
-from .blocks import (LL, SIMPLE_LIMITS, SIMPLE, begin, copy_unless_same, end_round, receive, rounds, scale, send)
+from .blocks import (PACKET, SIMPLE_LIMITS, SIMPLE, begin, copy_unless_same, end_round, receive, rounds, scale, send)
 
 
 @cuda.jit(device=True)
@@ -25,7 +25,7 @@ def broadcast(proto, chans, call_check, fingerprint, inp, out, scratch, flags, n
     nrounds = rounds(proto, nbytes, slot_bytes)
     begin_call(call_check, fingerprint, rank, nranks)
     if rank != root and tid == 0:
-        for _ in range(1 if proto == LL else min(nrounds, 2)):
+        for _ in range(1 if proto == PACKET else min(nrounds, 2)):
             mc.signal(chans[peer_index(root, rank)], b)
     # before the root waits for credits or anybody writes ``out``
     if not calls_agree(call_check, fingerprint, rank, nranks):
@@ -64,7 +64,7 @@ def broadcast(proto, chans, call_check, fingerprint, inp, out, scratch, flags, n
 @cuda.jit(cache=True)
 def broadcast_ll(chans, call_check, fingerprint, inp, out, scratch, flags, nbytes, slot_bytes, rank, nranks, root):
     """``broadcast`` with LL16 packets."""
-    broadcast(LL, chans, call_check, fingerprint, inp, out, scratch, flags, nbytes, slot_bytes, rank, nranks, root)
+    broadcast(PACKET, chans, call_check, fingerprint, inp, out, scratch, flags, nbytes, slot_bytes, rank, nranks, root)
 
 
 @cuda.jit(cache=True, **SIMPLE_LIMITS)

@@ -59,7 +59,8 @@ def builtin_factories() -> dict[tuple[str, str], Callable[[], Algorithm]]:
         out[collective, TWO_STEP_NAMES[collective]] = lambda cls=cls, n=TWO_STEP_NAMES[collective]: \
             cls(n, "simple", *grid["simple"])
     for collective in BY_COLLECTIVE:  # ranks on several hosts: the one-shot kernels need one host, these do not
-        out[collective, "cross_host_ll"] = lambda c=collective: CrossHost("cross_host_ll", c, "LL", 64 << 10)
+        out[collective, "cross_host_packet"] = lambda c=collective: CrossHost("cross_host_packet", c, "packet",
+                                                                              64 << 10)
         out[collective, "cross_host"] = lambda c=collective: CrossHost("cross_host", c)
     out["all_reduce", "packet"] = lambda: AllReduce("packet", "packet", *grid["packet_narrow"], PACKET_MAX)
     out["all_reduce", "packet_wide"] = lambda: AllReduce("packet_wide", "packet", *grid["packet"], PACKET_MAX)

@@ -13,10 +13,10 @@ from ..runtime.collectives import PLAN_NAMES
 
 
 class CrossHost(Algorithm):
-    """``collective`` for ranks spanning two or more hosts, with the ``protocol`` of its plans (``Simple``
-    for any size, ``LL`` for small messages)."""
+    """``collective`` for ranks spanning two or more hosts, with the ``protocol`` of its plans (``simple``
+    for any size, ``packet`` for small messages)."""
 
-    def __init__(self, name: str, collective: str, protocol: str = "Simple", max_bytes: float = float("inf")):
+    def __init__(self, name: str, collective: str, protocol: str = "simple", max_bytes: float = float("inf")):
         self.name, self.collective, self.protocol = name, collective, protocol
         self.message_range = (0, max_bytes)
         self._plans: dict[int, PlanAlgorithm] = {}

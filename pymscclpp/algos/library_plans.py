@@ -1,5 +1,5 @@
 """The library's DSL programs (``language.programs``) as plan algorithms named by their parameters, such as
-``plan:allreduce_rsag/Simple/i4/c1``: the tuner searches protocols, instances and chunk factors, and a tuning file
+``plan:allreduce_rsag/simple/i4/c1``: the tuner searches protocols, instances and chunk factors, and a tuning file
 or ``algo=`` naming a winner makes any process rebuild that very plan for its rank count."""
 
 from __future__ import annotations
@@ -9,10 +9,11 @@ import inspect
 from dataclasses import dataclass
 
 from ..errors import InvalidUsageError
+from ..plan.protocols import PACKET, SIMPLE
 from .plan_algorithm import PlanAlgorithm
 
 PREFIX = "plan:"
-PROTOCOLS = ("Simple", "LL")
+PROTOCOLS = (SIMPLE, PACKET)
 INSTANCES = (1, 2, 4, 8)
 CHUNK_FACTORS = (1, 2)
 
@@ -27,7 +28,7 @@ class LibraryPlan:
     """One library program with its parameters; ``name`` says them all and ``parse`` reads it back."""
 
     program: str
-    protocol: str = "Simple"
+    protocol: str = SIMPLE
     instances: int = 1
     chunk_factor: int = 1
 
@@ -49,7 +50,7 @@ class LibraryPlan:
             spec = cls(program, protocol, int(inst[1:]), int(chunk[1:]))
         except ValueError:
             raise InvalidUsageError(f"algorithm {name!r}: a library plan is named plan:PROGRAM/PROTOCOL/iINSTANCES/"
-                                    f"cCHUNK_FACTOR, e.g. plan:allreduce_rsag/Simple/i4/c1") from None
+                                    f"cCHUNK_FACTOR, e.g. plan:allreduce_rsag/simple/i4/c1") from None
         if program not in _programs():
             raise InvalidUsageError(f"algorithm {name!r}: no library program {program!r}: choose from "
                                     f"{sorted(_programs())}")
@@ -60,7 +61,7 @@ class LibraryPlan:
     def protocols(self) -> tuple[str, ...]:
         """The protocols the program offers."""
         takes = "protocol" in inspect.signature(_programs()[self.program]).parameters
-        return PROTOCOLS if takes else ("Simple",)
+        return PROTOCOLS if takes else (SIMPLE,)
 
     def plan(self, nranks: int) -> dict:
         """The program's plan for ``nranks`` ranks (built once per rank count)."""

@@ -55,8 +55,8 @@ def test_a_checked_kernel_stores_the_fingerprint_packet_its_simple_plan_has_none
 
 
 def test_ll_plans_store_each_packet_with_one_volatile_16_byte_store(ptx_lines):
-    assert ptx_lines["allreduce_allpairs_ll", 2, "float16"]["st.volatile.global.v4.u32"] > 0
-    assert ptx_lines["allreduce_allpairs_ll", 2, "float16"]["red.release.sys.global.add"] == 0
+    assert ptx_lines["allreduce_allpairs_packet", 2, "float16"]["st.volatile.global.v4.u32"] > 0
+    assert ptx_lines["allreduce_allpairs_packet", 2, "float16"]["red.release.sys.global.add"] == 0
 
 
 def test_kernel_is_straight_line_calls_per_thread_block():
@@ -132,7 +132,7 @@ def test_in_process_cache_returns_the_same_module(tmp_path, monkeypatch):
 
 
 def test_plan_from_file_and_from_json_have_the_same_hash(tmp_path):
-    plan = PROGRAMS["allgather"](3, protocol="LL")
+    plan = PROGRAMS["allgather"](3, protocol="packet")
     path = tmp_path / "plan.json"
     path.write_text(json.dumps(plan))
     a, b = ExecutionPlan.from_file(path), ExecutionPlan.from_json(json.dumps(plan, indent=2))

@@ -146,7 +146,7 @@ def read_packet_ll16_from(pkt, byte_off, flag, ctx, peer, op):
         if fa == f and fc == f:
             return a, c, True
         spins += 1
-        if aborted(ctx.abort, spins):
+        if aborted(ctx.abort, ctx.err, spins):
             record_abort(ctx.err, op, ctx.rank, peer, ctx.channel, flag, fa)
             return a, c, False
         if ctx.timeout_ns > 0 and globaltimer() - start > ctx.timeout_ns:
@@ -201,7 +201,7 @@ def read_packet_ll8(pkt, byte_off, flag, ctx, op):
         if fa == f:
             return a, True
         spins += 1
-        if aborted(ctx.abort, spins):
+        if aborted(ctx.abort, ctx.err, spins):
             record_abort(ctx.err, op, ctx.rank, ctx.peer, ctx.channel, flag, fa)
             return a, False
         if ctx.timeout_ns > 0 and globaltimer() - start > ctx.timeout_ns:

@@ -56,7 +56,7 @@ def wait(sem, idx=0):
         if seen >= want:
             return True
         spins += 1
-        if aborted(sem.abort, spins):
+        if aborted(sem.abort, sem.err, spins):
             record_abort(sem.err, OP_WAIT, sem.rank, sem.peer, sem.channel + idx, want, seen)
             return False
         if sem.timeout_ns > 0 and globaltimer() - start > sem.timeout_ns:

@@ -56,7 +56,7 @@ def _spin_until_at_least(st, i, target, err, abort, rank, timeout_ns, what):
     while load_acquire(st, i) < target:
         spin_pause()
         spins += 1
-        if aborted(abort, spins):
+        if aborted(abort, err, spins):
             record_abort(err, OP_WAIT, rank, -1, what, target, load_acquire(st, i))
             return False
         if timeout_ns > 0 and globaltimer() - start > timeout_ns:
@@ -107,7 +107,7 @@ def sem_acquire(st, i, err, abort, rank, timeout_ns):
             break
         spin_pause()
         spins += 1
-        if aborted(abort, spins):
+        if aborted(abort, err, spins):
             record_abort(err, OP_WAIT, rank, -1, -4, 1, v)
             break
         if timeout_ns > 0 and globaltimer() - start > timeout_ns:

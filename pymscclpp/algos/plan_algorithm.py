@@ -34,7 +34,7 @@ class PlanAlgorithm(Algorithm):
     @staticmethod
     def collective_of(plan: dict) -> str:
         """The Collective API's name of the collective a plan (its dict) serves."""
-        return _COLLECTIVES.get(plan["collective"], plan["collective"])
+        return FROM_PLAN.get(plan["collective"], plan["collective"])
 
     def why_not(self, comm, call: Call) -> str | None:
         why = super().why_not(comm, call)

@@ -37,7 +37,7 @@ def test_simulator_env_set_before_numba_import_is_honoured():
 @pytest.mark.parametrize("value", ["abc", "-1"])
 def test_bad_timeout_env_is_rejected(value, monkeypatch):
     from pymscclpp.errors import InvalidUsageError
-    from pymscclpp.runtime import config
+    from pymscclpp import config
     monkeypatch.setenv("PYMSCCLPP_TIMEOUT_S", value)
     with pytest.raises(InvalidUsageError, match="PYMSCCLPP_TIMEOUT_S"):
-        config.timeout_s()
+        config.get("PYMSCCLPP_TIMEOUT_S")

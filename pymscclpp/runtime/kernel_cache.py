@@ -18,6 +18,7 @@ import time
 import warnings
 from pathlib import Path
 
+from .. import config
 from ..errors import BackendError
 from . import numba_compat as nc
 
@@ -29,7 +30,7 @@ DEVICE_SOURCES = ("channels", "algos", "executor/device.py", "executor/codegen.p
 
 def root() -> Path:
     """``$PYMSCCLPP_CACHE_DIR`` (default ``~/.cache/pymscclpp``)."""
-    return Path(os.environ.get("PYMSCCLPP_CACHE_DIR") or Path.home() / ".cache" / "pymscclpp")
+    return Path(config.get("PYMSCCLPP_CACHE_DIR") or Path.home() / ".cache" / "pymscclpp")
 
 
 @functools.cache
@@ -53,8 +54,8 @@ def configure() -> None:
     os.environ["NUMBA_CACHE_DIR"] = where
     import sys
     if "numba" in sys.modules:
-        from numba.core import config
-        config.CACHE_DIR = where
+        from numba.core import config as numba_config
+        numba_config.CACHE_DIR = where
 
 
 def _cubin_path(kernel, argtypes: tuple, cc: tuple[int, int]) -> Path | None:

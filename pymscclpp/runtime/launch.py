@@ -12,10 +12,10 @@ path).
 from __future__ import annotations
 
 import ctypes
-import os
 
+from .. import config
 from ..errors import BackendError
-from . import config, kernel_cache
+from . import kernel_cache
 from . import numba_compat as nc
 from .backend import IS_SIM
 from .graph_repeat import GraphRepeat, driver_addresses
@@ -40,10 +40,7 @@ def launch_mode() -> str:
     """How kernels are launched: ``packed``, ``params`` or ``numba`` (always numba's under the simulator)."""
     if IS_SIM:
         return "numba"
-    mode = os.environ.get("PYMSCCLPP_LAUNCH", "packed").strip().lower() or "packed"
-    if mode not in ("packed", "params", "numba"):
-        raise BackendError(f"PYMSCCLPP_LAUNCH={mode!r}: expected packed, params or numba")
-    return mode
+    return config.get("PYMSCCLPP_LAUNCH")
 
 
 def _param_offsets(values: list) -> tuple[list[int], int]:
@@ -144,7 +141,7 @@ class Launch:
         self._launch = prepared_launch(ctypes.cast(_driver().cuLaunchKernel, ctypes.c_void_p).value, self._func,
                                        self.griddim, self.blockdim, self.sharedmem, self._params, self._extra)
         self._version = 0  # bumped by every change of a slot
-        addresses = driver_addresses(_driver()) if config.graph_repeats() else None
+        addresses = driver_addresses(_driver()) if config.get("PYMSCCLPP_GRAPH_REPEATS") else None
         self._repeat = None if addresses is None else GraphRepeat(
             addresses, self._func, self.griddim, self.blockdim, self.sharedmem, self._params, self._extra)
 

@@ -7,10 +7,10 @@ GPUDirect RDMA (nvidia-peermem) to be registered. ``problem()`` says why IB cann
 
 from __future__ import annotations
 
-import os
 import random
 import time
 
+from .. import config
 from ..errors import ProxyError
 from .ib_wire import QpInfo, Region, WorkRequest
 
@@ -53,9 +53,9 @@ class IbEndpoint:
         from pyverbs.device import Context, get_device_list
         from pyverbs.pd import PD
         self.e = e
-        name = os.environ.get(IB_DEVICE_ENV) or get_device_list()[0].name.decode()
-        self.port = int(os.environ.get(IB_PORT_ENV, "1"))
-        self.gid_index = int(os.environ.get(IB_GID_ENV, "0"))
+        name = config.get(IB_DEVICE_ENV) or get_device_list()[0].name.decode()
+        self.port = config.get(IB_PORT_ENV)
+        self.gid_index = config.get(IB_GID_ENV)
         self.ctx = Context(name=name)
         self.pd = PD(self.ctx)
         self.port_attr = self.ctx.query_port(self.port)

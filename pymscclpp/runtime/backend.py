@@ -10,6 +10,7 @@ wanted (or no GPU is visible), re-imports ``numba.cuda`` as the simulator.
 from __future__ import annotations
 
 import ctypes
+import functools
 import importlib
 import os
 import sys
@@ -22,16 +23,36 @@ from . import numba_text
 _log = get_logger("backend")
 
 
+@functools.cache
+def libcuda() -> ctypes.CDLL | None:
+    """The CUDA driver library, loaded once per process; None when there is no driver."""
+    try:
+        return ctypes.CDLL("libcuda.so.1")
+    except OSError:
+        return None
+
+
+def driver_function(names: tuple[str, ...], argtypes: list, restype=ctypes.c_int):
+    """A function object of its own (typed as asked, whatever other modules set) for the first of ``names`` that
+    libcuda has; None when it has none of them (or there is no driver)."""
+    lib = libcuda()
+    for name in names if lib is not None else ():
+        try:
+            fn = lib[name]
+        except AttributeError:
+            continue
+        fn.argtypes, fn.restype = argtypes, restype
+        return fn
+    return None
+
+
 def _gpu_count() -> int:
     """Number of CUDA devices the driver sees, 0 when there is no driver."""
-    try:
-        libcuda = ctypes.CDLL("libcuda.so.1")
-    except OSError:
-        return 0
-    if libcuda.cuInit(0) != 0:
+    lib = libcuda()
+    if lib is None or lib.cuInit(0) != 0:
         return 0
     count = ctypes.c_int(0)
-    if libcuda.cuDeviceGetCount(ctypes.byref(count)) != 0:
+    if lib.cuDeviceGetCount(ctypes.byref(count)) != 0:
         return 0
     return count.value
 

@@ -12,28 +12,30 @@ path).
 from __future__ import annotations
 
 import ctypes
+import functools
 
 from .. import config
 from ..errors import BackendError
 from . import kernel_cache
 from . import numba_compat as nc
-from .backend import IS_SIM
+from .backend import IS_SIM, driver_function, libcuda
 from .graph_repeat import GraphRepeat, driver_addresses
 
 _CU_LAUNCH_PARAM_END, _CU_LAUNCH_PARAM_BUFFER_POINTER, _CU_LAUNCH_PARAM_BUFFER_SIZE = 0, 1, 2
-_libcuda = None
 
 
-def _driver():
-    """libcuda with the argument types of its copy call set (loaded on first use; launches use
-    ``prepared_launch``)."""
-    global _libcuda
-    if _libcuda is None:
-        lib = ctypes.CDLL("libcuda.so.1")
-        lib.cuMemcpyDtoDAsync_v2.argtypes = [ctypes.c_uint64, ctypes.c_uint64, ctypes.c_size_t, ctypes.c_void_p]
-        lib.cuMemcpyDtoDAsync_v2.restype = ctypes.c_int
-        _libcuda = lib
-    return _libcuda
+def _driver() -> ctypes.CDLL:
+    """libcuda (``backend.libcuda``, loaded once); launches call it through ``prepared_launch``."""
+    lib = libcuda()
+    if lib is None:
+        raise BackendError("the CUDA driver (libcuda.so.1) cannot be loaded")
+    return lib
+
+
+@functools.cache
+def _copy_call():
+    return driver_function(("cuMemcpyDtoDAsync_v2",), [ctypes.c_uint64, ctypes.c_uint64, ctypes.c_size_t,
+                                                       ctypes.c_void_p])
 
 
 def launch_mode() -> str:
@@ -56,10 +58,10 @@ def _param_offsets(values: list) -> tuple[list[int], int]:
 
 def _driver_offsets(func: int, count: int) -> list[int] | None:
     """The parameter offsets the driver reports for CUfunction ``func`` (cuFuncGetParamInfo), or None if it cannot."""
-    fn = getattr(_driver(), "cuFuncGetParamInfo", None)
+    fn = driver_function(("cuFuncGetParamInfo",), [ctypes.c_void_p, ctypes.c_size_t, ctypes.POINTER(ctypes.c_size_t),
+                                                   ctypes.POINTER(ctypes.c_size_t)])
     if fn is None:
         return None
-    fn.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.POINTER(ctypes.c_size_t), ctypes.POINTER(ctypes.c_size_t)]
     offsets, off, size = [], ctypes.c_size_t(), ctypes.c_size_t()
     for i in range(count):
         if fn(func, i, ctypes.byref(off), ctypes.byref(size)) != 0:
@@ -205,6 +207,6 @@ class Launch:
 
 def copy_async(dst_ptr: int, src_ptr: int, nbytes: int, stream: int) -> None:
     """Device-to-device copy on ``stream`` (GPU backend; capturable in a CUDA graph)."""
-    rc = _driver().cuMemcpyDtoDAsync_v2(dst_ptr, src_ptr, nbytes, stream)
+    rc = _copy_call()(dst_ptr, src_ptr, nbytes, stream)
     if rc != 0:
         raise BackendError(f"cuMemcpyDtoDAsync failed with CUresult {rc}")

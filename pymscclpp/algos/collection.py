@@ -10,10 +10,10 @@ set up (collectively) on first use; the choice per call shape is remembered, so 
 from __future__ import annotations
 
 import json
-import os
 import weakref
 from typing import Callable
 
+from .. import config
 from ..errors import InvalidUsageError
 from ..runtime.backend import IS_SIM
 from .algorithm import COLLECTIVES, Algorithm, Call
@@ -73,7 +73,7 @@ def load_table(nranks: int = 2) -> dict:
     PYMSCCLPP_TUNING_FILE names one. The file maps each collective to its rows, or each rank count ("8") to such a
     table (the tuner writes one per rank count it ran at); a rank count it lacks keeps the defaults."""
     defaults = default_table(nranks)
-    path = os.environ.get("PYMSCCLPP_TUNING_FILE")
+    path = config.get("PYMSCCLPP_TUNING_FILE")
     if not path:
         return defaults
     try:

@@ -19,7 +19,7 @@ from numba import cuda
 from numba.core import types
 
 from ..channels.primitives import LL16_BYTES, copy_bytes
-from ..runtime import config
+from .. import config
 from ..runtime.backend import IS_SIM
 from ..runtime.fingerprint import pack
 from ..runtime.handle_types import BYTES, U32, WAIT_CONTEXT
@@ -64,7 +64,7 @@ class CallCheck:
     """The communicator's call-check area, registered with every peer; ``handle`` is plain data for kernels."""
 
     def __init__(self, comm):
-        self.enabled = config.call_check()
+        self.enabled = config.get("PYMSCCLPP_CHECK")
         self.rank, self.size = comm.rank, comm.size
         self.area = alloc(2 * comm.size * LL16_BYTES)
         peers = [p for p in range(comm.size) if p != comm.rank]

@@ -6,7 +6,6 @@ channel's buffers (``bounds``).
 
 from __future__ import annotations
 
-import numpy as np
 from numba import cuda
 
 from . import bounds
@@ -111,14 +110,8 @@ def unpack_packets_ll8(ch, src_off, pkt_off, nbytes, tid, nthreads, flag):
 
 @cuda.jit(device=True)
 def packet_flag_begin(flags):
-    """This launch's packet flag for the calling block: one more than its last launch's.
-
-    Never 0 (fresh memory), and its parity alternates even across the 32-bit wrap, so packet
-    areas double-buffered by parity are never reused by two launches in a row."""
-    f = np.int64(flags[cuda.blockIdx.x]) + 1
-    if f > 0xFFFFFFFF:
-        f = 2
-    return f
+    """This launch's packet flag for the calling block: the one after its last launch's (``primitives.next_flag``)."""
+    return prim.next_flag(flags[cuda.blockIdx.x])
 
 
 @cuda.jit(device=True)

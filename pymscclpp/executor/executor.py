@@ -13,12 +13,12 @@ peers' before any op, and the copies into the user's buffers after the kernel ru
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import numpy as np
 
+from .. import config
 from ..channels import reduce as red
 from ..errors import InvalidUsageError, ProxyError
 from ..plan import PlanError
@@ -36,7 +36,6 @@ from .resources import Binding, Copies, PlanResources, ScratchSet, scratch_bytes
 if TYPE_CHECKING:
     from ..callcheck.area import CallCheck
 
-DEFAULT_SIM_THREADS = 4
 _FAST_ENTRIES = 64  # calls remembered by buffer object identity (their buffers stay referenced)
 _SIM_SCRATCH_LIMIT = 1 << 30
 
@@ -112,7 +111,7 @@ class Executor:
                  call_check: CallCheck | None = None):
         self.comm = comm
         self.call_check = call_check
-        self.sim_threads = sim_threads or int(os.environ.get("PYMSCCLPP_SIM_THREADS", DEFAULT_SIM_THREADS))
+        self.sim_threads = sim_threads or config.get("PYMSCCLPP_SIM_THREADS")
         self.max_scratch_bytes = max_scratch_bytes
         self.stats: list[KernelStats] = []
         self._plans: dict[int, tuple] = {}  # id(plan object) -> (the object, kept alive; its ExecutionPlan)
@@ -279,9 +278,9 @@ class Executor:
     def _scratch_limit(self) -> int:
         if self.max_scratch_bytes is not None:
             return self.max_scratch_bytes
-        raw = os.environ.get("PYMSCCLPP_MAX_SCRATCH_BYTES")
-        if raw:
-            return int(raw)
+        limit = config.get("PYMSCCLPP_MAX_SCRATCH_BYTES")
+        if limit is not None:
+            return limit
         if IS_SIM:
             return _SIM_SCRATCH_LIMIT
         from numba import cuda

@@ -10,7 +10,6 @@ linked peer (which aborts theirs and passes it on), and is raised by ``check()``
 
 from __future__ import annotations
 
-import os
 import selectors
 import struct
 import threading
@@ -18,6 +17,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from .. import config
 from .._log import get_logger
 from ..runtime.fifo import CTRL_STOP, DEFAULT_SIZE, MAX_FIELD, MAX_MEMORIES, MAX_SEMAPHORES, TRIGGER_DATA, \
     TRIGGER_FLAG, TRIGGER_SYNC, Fifo, decode
@@ -321,8 +321,9 @@ class ProxyService:
 
     def _spin(self) -> tuple[int, int]:
         """(ns an idle proxy busy-polls before it starts sleeping, us per sleep) from PYMSCCLPP_PROXY_SPIN_US."""
-        raw = os.environ.get(_SPIN_ENV, "").strip()
-        spin_us = float(raw) if raw else (0.0 if IS_SIM else 100_000.0)
+        spin_us = config.get(_SPIN_ENV)
+        if spin_us is None:
+            spin_us = 0.0 if IS_SIM else 100_000.0
         return int(spin_us * 1000), (200 if IS_SIM else 10)
 
     def _serve(self, ready: threading.Event) -> None:

@@ -7,10 +7,10 @@ means the peer (or its proxy) died; the receiver turns that into an error within
 
 from __future__ import annotations
 
-import os
 import socket
 import threading
 
+from .. import config
 from ..errors import PeerDisconnectedError, ProxyError
 from ..runtime.bootstrap import sockets, wire
 from ..runtime.bootstrap.base import Deadline
@@ -22,7 +22,7 @@ _NOSIGNAL = getattr(socket, "MSG_NOSIGNAL", 0)
 
 def listen_address() -> str:
     """The address this rank's proxy listens on: PYMSCCLPP_SOCKET_ADDR, else this host name's, else loopback."""
-    raw = os.environ.get(PROXY_ADDR_ENV, "").strip()
+    raw = config.get(PROXY_ADDR_ENV)
     if raw:
         return sockets.resolve(raw, PROXY_ADDR_ENV)
     try:

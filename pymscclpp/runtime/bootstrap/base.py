@@ -16,7 +16,7 @@ import time
 from typing import TYPE_CHECKING
 
 from ...errors import BootstrapError, CommTimeoutError, InvalidUsageError
-from .. import config
+from ... import config
 from . import wire
 
 if TYPE_CHECKING:
@@ -85,7 +85,7 @@ def check_timeout(timeout: float | None) -> float | None:
 
 def default_timeout(timeout: float | None) -> float | None:
     """``timeout`` checked, or when None the configured budget (``PYMSCCLPP_TIMEOUT_S``)."""
-    return config.timeout_s() if timeout is None else check_timeout(timeout)
+    return config.get("PYMSCCLPP_TIMEOUT_S") if timeout is None else check_timeout(timeout)
 
 
 def check_int(value: object, name: str, low: int, high: int) -> int:

@@ -11,7 +11,7 @@ from typing import NamedTuple
 from ..channels import reduce as red
 from ..runtime.fingerprint import COLLECTIVES  # noqa: F401 (the fingerprint's codes follow its order)
 
-REDUCING = frozenset({"all_reduce", "reduce_scatter"})
+REDUCING = frozenset({"all_reduce", "reduce_scatter", "reduce"})
 ANY, IN_PLACE, OUT_OF_PLACE = "any", "in_place", "out_of_place"
 
 
@@ -40,7 +40,8 @@ class Call(NamedTuple):
     buffers (``recvbuf`` is ``sendbuf`` in place); ``send``/``recv`` their (device address, byte array or None)
     pairs; ``nbytes`` is what one rank sends one peer; ``size`` the message size selection reads. A call the
     Communicator remembers for an algorithm whose launch reads addresses only has no buffer objects (None:
-    ``algos.repeats``), and is the same object each time it is repeated."""
+    ``algos.repeats``), and is the same object each time it is repeated. ``layout``: an exchange call's per-peer
+    table (``algos.exchange``; send/recv, all-to-all with counts, gather, scatter, reduce), else empty."""
 
     collective: str
     sendbuf: object
@@ -54,6 +55,7 @@ class Call(NamedTuple):
     root: int
     stream: int
     in_place: bool
+    layout: tuple = ()
 
 
 class Algorithm:
@@ -66,7 +68,7 @@ class Algorithm:
     buffer_mode: str = ANY
     constraint: Constraint = Constraint()
     dtypes: frozenset = frozenset(red.DTYPE_KINDS)  # what its reductions combine (reducing collectives)
-    ops: frozenset = frozenset(red.OPS)
+    ops: frozenset = red.PAIRWISE_OPS  # avg only where a kernel divides the whole sum (``reduce.finish_word``)
     launch_reads_buffers: bool = True  # launch reads call.sendbuf/recvbuf, not only call.send/recv's addresses
 
     def why_not(self, comm, call: Call) -> str | None:

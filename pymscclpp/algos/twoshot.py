@@ -38,6 +38,7 @@ class AllReduceTwoShot(OneShot):
     collective = "all_reduce"
     kernels = {"simple": k2.all_reduce_rsag_simple}
     params = ("kind", "op")
+    ops = frozenset(red.OPS)  # avg too: each shard reduced in one pass (reduce_peers), then divided
 
     def setup(self, comm) -> None:
         super().setup(comm)

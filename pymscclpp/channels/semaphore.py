@@ -43,6 +43,12 @@ def poll(sem, idx=0):
 def wait(sem, idx=0):
     """Acquire-ordered wait for the next signal; False (error recorded) if the budget runs out or the host
     aborts the communicator's waits."""
+    return wait_for(sem, idx, OP_WAIT)
+
+
+@cuda.jit(device=True)
+def wait_for(sem, idx, op):
+    """``wait``, a failure recorded as ``op`` (``runtime.device_errors.OP_NAMES``: what the wait was for)."""
     want = sem.expected[idx] + 1
     sem.expected[idx] = want
     seen = load_acquire(sem.inbound, idx)
@@ -57,8 +63,8 @@ def wait(sem, idx=0):
             return True
         spins += 1
         if aborted(sem.abort, spins):
-            record_abort(sem.err, OP_WAIT, sem.rank, sem.peer, sem.channel + idx, want, seen)
+            record_abort(sem.err, op, sem.rank, sem.peer, sem.channel + idx, want, seen)
             return False
         if sem.timeout_ns > 0 and globaltimer() - start > sem.timeout_ns:
-            record_timeout(sem.err, OP_WAIT, sem.rank, sem.peer, sem.channel + idx, want, seen)
+            record_timeout(sem.err, op, sem.rank, sem.peer, sem.channel + idx, want, seen)
             return False

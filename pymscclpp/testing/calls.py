@@ -6,12 +6,12 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..channels.reduce import DTYPE_KINDS, OPS
+from ..channels.reduce import DTYPE_KINDS, OPS, PAIRWISE_OPS
 
 COLLECTIVES = ("all_reduce", "all_gather", "reduce_scatter", "all_to_all", "broadcast")
 REDUCING = ("all_reduce", "reduce_scatter")
 DTYPES = tuple(DTYPE_KINDS)
-REDUCE_OPS = tuple(OPS)
+REDUCE_OPS = tuple(op for op in OPS if op in PAIRWISE_OPS)  # every algorithm serves these; avg: not plans
 
 
 def np_dtype(name: str) -> np.dtype:

@@ -1,8 +1,9 @@
-"""The built-in entry kernels a communicator on one host compiles, one per family and protocol: what
-``python -m pymscclpp.precompile`` builds."""
+"""The built-in entry kernels a communicator on one host compiles, one per family and protocol (and the exchange
+kernel of the verbs): what ``python -m pymscclpp.precompile`` builds."""
 
 from __future__ import annotations
 
+from . import exchange
 from .oneshot import BY_COLLECTIVE
 from . import twoshot_kernels as k2
 from .twoshot import TWO_STEP, AllReduceTwoShot
@@ -16,4 +17,6 @@ def entry_kernels(nranks: int) -> dict[str, tuple]:
            for cls in classes for kernel in cls.kernels.values()}
     zero_copy = k2.all_reduce_zero_copy_simple
     out[zero_copy.py_func.__name__] = (zero_copy, AllReduceTwoShot.zero_copy_argtypes(nranks))
+    kernel = exchange.exchange_simple  # send/recv, all-to-all with counts, gather, scatter, reduce
+    out[kernel.py_func.__name__] = (kernel, exchange.argtypes(nranks))
     return out

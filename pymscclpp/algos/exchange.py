@@ -17,7 +17,7 @@ from ..runtime.fingerprint import pack
 from ..runtime.launch import Launch
 from ..runtime.memory import alloc
 from .algorithm import Algorithm, Call, Constraint
-from .exchange_kernels import AREA_SLOT, ROW, exchange_simple
+from .exchange_kernels import AREA_SLOT, ROW, exchange_simple  # noqa: F401 (exchange_simple: entries)
 from .grid import blocks_for
 
 EXCHANGED = ("send_recv", "all_to_allv", "gather", "scatter", "reduce")  # the collectives these algorithms serve

@@ -105,3 +105,8 @@ def test_reduce_in_place_on_the_root():
 @pytest.mark.parametrize("dtype", ["float32", "bfloat16", "int32"])
 def test_avg_divides_the_sum_in_the_kernel(verb, algo, dtype):
     pool(3).run(vc.avg, verb=verb, count=99, dtype=dtype, algo=algo)
+
+
+@pytest.mark.parametrize("size,dtype,redop", [(2, "float32", "sum"), (3, "float16", "max")])
+def test_every_verbs_benchmark_case_checks_out_on_the_simulator(size, dtype, redop):
+    pool(size).run(vc.bench_cases, dtype=dtype, redop=redop)

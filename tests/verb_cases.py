@@ -210,3 +210,15 @@ def avg(comm, state, verb: str, count: int, dtype: str, algo: str | None = None)
         want = reference.all_reduce(inputs, "avg")[0] if me == 0 else np.zeros(count, np_dtype(dtype))
     _sync(comm)
     np.testing.assert_array_equal(recv.copy_to_host(), want)
+
+
+def bench_cases(comm, state, dtype: str, redop: str) -> None:
+    """Every verb's simulator benchmark case (``python -m pymscclpp.bench --op VERB``) gives the result it
+    expects, twice in a row."""
+    from pymscclpp.bench.verb_cases import VERBS, make_sim_verb_case
+    for op in VERBS:
+        _, call, out, want, _ = make_sim_verb_case(op, comm, np_dtype(dtype), 4096, redop, None)
+        for _ in range(2):
+            call()
+            _sync(comm)
+            np.testing.assert_array_equal(out.copy_to_host(), want, err_msg=op)

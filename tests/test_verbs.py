@@ -39,9 +39,9 @@ def test_a_group_of_many_sends_and_receives_in_any_order_including_to_itself_doe
     assert names == ["exchange"] * 3
 
 
-def _failing(fn, **params) -> list:
+def _failing(fn, rank_env=None, **params) -> list:
     """``fn`` on a pool of its own: its communicators fail for good."""
-    p = RankPool(2, env={"PYMSCCLPP_TIMEOUT_S": "30"})
+    p = RankPool(2, env={"PYMSCCLPP_TIMEOUT_S": "30"}, rank_env=rank_env)
     try:
         return p.run(fn, **params)
     finally:
@@ -110,3 +110,39 @@ def test_avg_divides_the_sum_in_the_kernel(verb, algo, dtype):
 @pytest.mark.parametrize("size,dtype,redop", [(2, "float32", "sum"), (3, "float16", "max")])
 def test_every_verbs_benchmark_case_checks_out_on_the_simulator(size, dtype, redop):
     pool(size).run(vc.bench_cases, dtype=dtype, redop=redop)
+
+
+hosts = PoolCache(env={"PYMSCCLPP_TIMEOUT_S": "30"})
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _close_host_pools():
+    yield
+    hosts.close()
+
+
+def _two_hosts(size: int):
+    """``size`` ranks faked onto two hosts (PYMSCCLPP_HOST_ID): the verbs go over PortChannels."""
+    return hosts(size, [{"PYMSCCLPP_HOST_ID": f"host-{r % 2}"} for r in range(size)])
+
+
+def test_send_recv_across_two_hosts_delivers_a_ring_and_a_group_with_self_sends():
+    _two_hosts(2).run(vc.ring, count=2500, repeat=2)
+    names = _two_hosts(3).run(vc.send_recv_plan, plan=[(0, 1, 1500), (1, 0, 7), (2, 2, 9), (1, 2, 1100)])
+    assert names == ["cross_host"] * 3
+
+
+def test_all_to_all_with_uneven_counts_across_two_hosts_matches_numpy():
+    _two_hosts(3).run(vc.all_to_allv, counts=[[5, 0, 1100], [7, 9, 0], [1, 1030, 4]])
+
+
+@pytest.mark.parametrize("verb", ["gather", "scatter", "reduce"])
+def test_rooted_verbs_across_two_hosts_match_numpy(verb):
+    _two_hosts(3).run(vc.rooted, verb=verb, count=1100, root=1)
+
+
+def test_a_mismatched_send_across_hosts_raises_on_both_ranks_before_launch():
+    texts = _failing(vc.mismatched_send_recv, rank_env=[{"PYMSCCLPP_HOST_ID": f"host-{r}"} for r in range(2)],
+                     case="count")
+    for text in texts:
+        assert "64 float32" in text and "128 float32" in text and "found on the host" in text, text

@@ -19,6 +19,7 @@ from ..runtime.backend import IS_SIM
 from .algorithm import COLLECTIVES, Algorithm, Call
 from .cross_host import CrossHost
 from .exchange import EXCHANGED, Exchange
+from .exchange_port import CrossHostExchange
 from .oneshot import BY_COLLECTIVE, PACKET_MAX, AllReduce
 from .twoshot import TWO_STEP
 
@@ -62,6 +63,7 @@ def builtin_factories() -> dict[tuple[str, str], Callable[[], Algorithm]]:
         out[collective, "cross_host"] = lambda c=collective: CrossHost("cross_host", c)
     for collective in EXCHANGED:
         out[collective, "exchange"] = lambda c=collective: Exchange(c)
+        out[collective, "cross_host"] = lambda c=collective: CrossHostExchange(c)
     out["all_reduce", "packet"] = lambda: AllReduce("packet", "packet", *grid["packet_narrow"], PACKET_MAX)
     out["all_reduce", "packet_wide"] = lambda: AllReduce("packet_wide", "packet", *grid["packet"], PACKET_MAX)
     return out

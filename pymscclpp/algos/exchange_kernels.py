@@ -117,7 +117,7 @@ def rounds_of(table, rank, nranks, chunk):
 
 
 @cuda.jit(device=True)
-def _waited(ch, idx, op):
+def waited(ch, idx, op):
     """Thread 0 waits on semaphore ``idx`` of ``ch``; True on every thread when the wait failed (recorded)."""
     failed = 0
     if cuda.threadIdx.x == 0 and not sem.wait_for(ch, idx, op):
@@ -142,7 +142,7 @@ def send_round(chans, table, inp, chunk, rank, nranks, k, tid, nt):
         p = peer_rank(j, rank)
         n = table[ROW * p + SEND_N]
         if k * chunk < n:
-            if k >= 2 and _waited(chans[j], 2 * b + 1, OP_SEND_CREDIT):
+            if k >= 2 and waited(chans[j], 2 * b + 1, OP_SEND_CREDIT):
                 return False
             lo, cnt = round_share(n, chunk, k)
             if cnt > 0:
@@ -161,7 +161,7 @@ def receive_round(chans, table, out, scratch, chunk, rank, nranks, k, tid, nt):
         p = peer_rank(j, rank)
         n = table[ROW * p + RECV_N]
         if k * chunk < n:
-            if _waited(chans[j], 2 * b, OP_RECV_DATA):
+            if waited(chans[j], 2 * b, OP_RECV_DATA):
                 return False
             lo, cnt = round_share(n, chunk, k)
             if cnt > 0:
@@ -196,14 +196,25 @@ def reduce_round(chans, table, inp, out, scratch, chunk, rank, nranks, k, tid, n
 
 
 @cuda.jit(device=True)
-def drain_credits(chans, table, chunk, rank, nranks):
-    """Wait for the credits of the last two rounds sent to each peer: its scratch halves are free again."""
-    b = cuda.blockIdx.x
+def drain_credits(credits, idx, table, chunk, rank, nranks):
+    """Wait on semaphore ``idx`` of ``credits[j]`` for the credits of the last two rounds sent to each peer j:
+    its scratch halves are free again."""
     for j in range(nranks - 1):
         n = table[ROW * peer_rank(j, rank) + SEND_N]
         for _ in range(min(2, (n + chunk - 1) // chunk)):
-            if _waited(chans[j], 2 * b + 1, OP_SEND_CREDIT):
+            if waited(credits[j], idx, OP_SEND_CREDIT):
                 return
+
+
+@cuda.jit(device=True)
+def copy_own(table, inp, out, rank, tid, nt):
+    """Our own send range into our own receive range (a send to ourselves; skipped in place)."""
+    own = table[ROW * rank + SEND_N]
+    if own > 0:
+        lo, cnt = round_share(own, own, 0)
+        if cnt > 0:
+            copy_unless_same(out, table[ROW * rank + RECV_OFF] + lo, inp, table[ROW * rank + SEND_OFF] + lo, cnt,
+                             tid, nt)
 
 
 @cuda.jit(device=True)
@@ -214,12 +225,8 @@ def exchange(chans, areas, area, table, inp, out, scratch, seqs, chunk, rank, nr
     post_descriptors(areas, table, seqs, rank, nranks)
     if not pairs_agree(chans, area, table, seqs, rank, nranks):
         return
-    own = table[ROW * rank + SEND_N]
-    if root < 0 and own > 0:
-        lo, cnt = round_share(own, own, 0)
-        if cnt > 0:
-            copy_unless_same(out, table[ROW * rank + RECV_OFF] + lo, inp, table[ROW * rank + SEND_OFF] + lo, cnt,
-                             tid, nt)
+    if root < 0:
+        copy_own(table, inp, out, rank, tid, nt)
     for k in range(rounds_of(table, rank, nranks, chunk)):
         if not send_round(chans, table, inp, chunk, rank, nranks, k, tid, nt):
             return
@@ -229,7 +236,7 @@ def exchange(chans, areas, area, table, inp, out, scratch, seqs, chunk, rank, nr
         elif rank == root:
             if not reduce_round(chans, table, inp, out, scratch, chunk, rank, nranks, k, tid, nt, kind, op):
                 return
-    drain_credits(chans, table, chunk, rank, nranks)
+    drain_credits(chans, 2 * cuda.blockIdx.x + 1, table, chunk, rank, nranks)
 
 
 @cuda.jit(cache=True, **SIMPLE_LIMITS)

@@ -17,6 +17,6 @@ def entry_kernels(nranks: int) -> dict[str, tuple]:
            for cls in classes for kernel in cls.kernels.values()}
     zero_copy = k2.all_reduce_zero_copy_simple
     out[zero_copy.py_func.__name__] = (zero_copy, AllReduceTwoShot.zero_copy_argtypes(nranks))
-    kernel = exchange.exchange_simple  # send/recv, all-to-all with counts, gather, scatter, reduce
+    kernel = exchange.peer_exchange_simple  # send/recv, all-to-all with counts, gather, scatter, reduce
     out[kernel.py_func.__name__] = (kernel, exchange.argtypes(nranks))
     return out

@@ -17,7 +17,7 @@ from ..runtime.fingerprint import pack
 from ..runtime.launch import Launch
 from ..runtime.memory import alloc
 from .algorithm import Algorithm, Call, Constraint
-from .exchange_kernels import AREA_SLOT, ROW, exchange_simple  # noqa: F401 (exchange_simple: entries)
+from .exchange_kernels import AREA_SLOT, ROW, peer_exchange_simple  # noqa: F401 (peer_exchange_simple: entries)
 from .grid import blocks_for
 
 EXCHANGED = ("send_recv", "all_to_allv", "gather", "scatter", "reduce")  # the collectives these algorithms serve
@@ -62,7 +62,7 @@ class ExchangeLanes:
                 "table": (0,) * (ROW * comm.size), "inp": self.view, "out": self.view, "scratch": self.view,
                 "seqs": self.seqs, "chunk": CHUNK, "rank": comm.rank, "nranks": comm.size, "root": -1, "kind": 0,
                 "op": 0}
-        self.kernel_launch = Launch(exchange_simple, self.blocks, GRID[1], args, argtypes=argtypes(comm.size))
+        self.kernel_launch = Launch(peer_exchange_simple, self.blocks, GRID[1], args, argtypes=argtypes(comm.size))
 
     def launch(self, call: Call) -> None:
         """Issue ``call`` (its ``layout`` the table; a send or receive of no bytes may have no buffer)."""
@@ -94,7 +94,7 @@ def call_span(table: tuple, nranks: int, receive: bool) -> int:
 
 
 def argtypes(nranks: int) -> tuple:
-    """The numba types of ``exchange_simple``'s arguments on ``nranks`` ranks."""
+    """The numba types of ``peer_exchange_simple``'s arguments on ``nranks`` ranks."""
     i64 = types.int64
     return (types.UniTuple(ht.memory_channel(), nranks - 1), types.UniTuple(ht.BYTES, nranks - 1), ht.BYTES,
             types.UniTuple(i64, ROW * nranks), ht.BYTES, ht.BYTES, ht.BYTES, ht.U32, i64, i64, i64, i64, i64, i64)

@@ -218,7 +218,7 @@ def copy_own(table, inp, out, rank, tid, nt):
 
 
 @cuda.jit(device=True)
-def exchange(chans, areas, area, table, inp, out, scratch, seqs, chunk, rank, nranks, root, kind, op):
+def peer_exchange(chans, areas, area, table, inp, out, scratch, seqs, chunk, rank, nranks, root, kind, op):
     """One call: the pair check, our own range copied (unless in place), then the rounds; ``root`` >= 0: a
     reduce into ``root`` (its receive ranges are the peers' data, reduced with ``kind`` and ``op``)."""
     tid, nt = cuda.threadIdx.x, cuda.blockDim.x
@@ -240,6 +240,6 @@ def exchange(chans, areas, area, table, inp, out, scratch, seqs, chunk, rank, nr
 
 
 @cuda.jit(cache=True, **SIMPLE_LIMITS)
-def exchange_simple(chans, areas, area, table, inp, out, scratch, seqs, chunk, rank, nranks, root, kind, op):
-    """``exchange`` (puts and semaphores)."""
-    exchange(chans, areas, area, table, inp, out, scratch, seqs, chunk, rank, nranks, root, kind, op)
+def peer_exchange_simple(chans, areas, area, table, inp, out, scratch, seqs, chunk, rank, nranks, root, kind, op):
+    """``peer_exchange`` (puts and semaphores)."""
+    peer_exchange(chans, areas, area, table, inp, out, scratch, seqs, chunk, rank, nranks, root, kind, op)

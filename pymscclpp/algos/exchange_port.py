@@ -19,7 +19,7 @@ from ..runtime.memory import alloc
 from .algorithm import Algorithm, Call
 from .exchange import CHUNK, GRID, call_span
 from .exchange_kernels import RECV_FP, ROW, SEND_FP
-from .exchange_port_kernels import exchange_port
+from .exchange_port_kernels import peer_exchange_port
 
 _PAIR = struct.Struct("<qq")  # what I send you, what I receive from you
 Unused = namedtuple("Unused", "dst")  # what reduce_slots types its (unused) channel argument with
@@ -75,7 +75,7 @@ class PortLanes:
                 "table": (0,) * (ROW * comm.size), "inp": self.scratch, "out": self.scratch, "stage": self.stage,
                 "scratch": self.scratch, "chunk": CHUNK, "rank": comm.rank, "nranks": comm.size, "root": -1,
                 "kind": 0, "op": 0}
-        self.kernel_launch = Launch(exchange_port, 1, GRID[1], args)
+        self.kernel_launch = Launch(peer_exchange_port, 1, GRID[1], args)
 
     def launch(self, call: Call) -> None:
         """Check the call's pairs on the host, then issue it."""

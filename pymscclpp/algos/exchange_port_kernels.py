@@ -91,7 +91,7 @@ def reduce_round(data, credit, table, inp, out, scratch, unused, chunk, rank, nr
 
 
 @cuda.jit(cache=True)
-def exchange_port(data, credit, unused, table, inp, out, stage, scratch, chunk, rank, nranks, root, kind, op):
+def peer_exchange_port(data, credit, unused, table, inp, out, stage, scratch, chunk, rank, nranks, root, kind, op):
     """One call across hosts: our own range copied (unless in place), then the rounds (``root`` >= 0: a reduce)."""
     tid, nt = cuda.threadIdx.x, cuda.blockDim.x
     if root < 0:

@@ -13,6 +13,7 @@ import struct
 import zlib
 from typing import NamedTuple
 
+from ..channels import reduce as red
 from ..errors import InvalidUsageError
 from ..runtime import config
 from ..runtime.backend import IS_SIM
@@ -36,18 +37,11 @@ class PeerOp(NamedTuple):
     stream: int
 
 
-def check_peer(comm, what: str, peer) -> int:
-    """``peer`` as a rank of ``comm``, else InvalidUsageError naming the call."""
-    if not isinstance(peer, numbers.Integral) or isinstance(peer, bool) or not 0 <= peer < comm.size:
-        raise InvalidUsageError(f"{what}: peer must be a rank in [0, {comm.size}), got {peer!r}")
-    return int(peer)
-
-
-def check_root(comm, what: str, root) -> int:
-    """``root`` as a rank of ``comm``, else InvalidUsageError naming the call."""
-    if not isinstance(root, numbers.Integral) or isinstance(root, bool) or not 0 <= root < comm.size:
-        raise InvalidUsageError(f"{what}: root must be a rank in [0, {comm.size}), got {root!r}")
-    return int(root)
+def check_rank(comm, what: str, name: str, value) -> int:
+    """``value`` (the call's ``name``: peer, root) as a rank of ``comm``, else InvalidUsageError naming the call."""
+    if not isinstance(value, numbers.Integral) or isinstance(value, bool) or not 0 <= value < comm.size:
+        raise InvalidUsageError(f"{what}: {name} must be a rank in [0, {comm.size}), got {value!r}")
+    return int(value)
 
 
 def _itemsize(info: BufferInfo) -> int:
@@ -63,7 +57,7 @@ class Staging:
     """Device buffers a group packs its sends into or unpacks its receives from when it has several; grown on
     demand, every one kept while the communicator lives (a captured CUDA graph may still read an old one)."""
 
-    def __init__(self, comm):
+    def __init__(self):
         self._buffers: dict[str, list] = {"send": [], "recv": []}
 
     def get(self, which: str, nbytes: int) -> tuple[int, object]:
@@ -129,7 +123,7 @@ class Group:
     def post(self, kind: str, buf, peer, stream) -> None:
         """Check a send or recv now (bad input raises here, before any launch) and post it."""
         what = f"{kind} {'to' if kind == 'send' else 'from'} rank {peer}"
-        peer = check_peer(self.comm, kind, peer)
+        peer = check_rank(self.comm, kind, "peer", peer)
         info = buffer_info(buf, self.comm.device)
         op = PeerOp(kind, buf, info, peer, stream_handle(stream, buf, self.comm.device))
         if self.ops and op.stream != self.ops[0].stream:
@@ -139,9 +133,6 @@ class Group:
             self.ops.append(op)
         else:
             issue(self.comm, [op])
-
-    def close(self) -> None:
-        self.ops = []
 
 
 def _check_self(comm, sends: list[PeerOp], recvs: list[PeerOp]) -> None:
@@ -165,6 +156,10 @@ def issue(comm, ops: list[PeerOp]) -> None:
     by_peer = {p: ([o for o in send_ops if o.peer == p], [o for o in recv_ops if o.peer == p])
                for p in sorted({o.peer for o in ops})}
     _check_self(comm, *by_peer.get(rank, ([], [])))
+    if comm.size == 1:  # only sends to itself: copies
+        for s, r in zip(*by_peer[rank]):
+            _copy(_pair(r.info, r.buf), 0, _pair(s.info, s.buf), 0, s.info.nbytes, stream)
+        return
     for i, r in enumerate(recv_ops):
         for o in recv_ops[i + 1:] + send_ops:
             if _overlap(r.info, o.info):
@@ -193,7 +188,7 @@ def issue(comm, ops: list[PeerOp]) -> None:
             descriptors[p] = (descriptor("send_recv", s_bytes, s_dtype, root=s_n),
                               descriptor("send_recv", r_bytes, r_dtype, root=r_n))
     send = recv = (None, None)
-    staging = comm.extension("exchange-staging", Staging)
+    staging = comm.extension("exchange-staging", lambda c: Staging())
     if staged_send:
         send = staging.get("send", send_at)
         for o, at in packing:
@@ -320,7 +315,7 @@ def _rooted_descriptors(comm, collective, nbytes, dtype, root, op="sum") -> dict
 def gather(comm, sendbuf, recvbuf, root, stream, algo) -> None:
     """Rank r's ``sendbuf`` lands in slot r of the root's ``recvbuf`` (``size`` slots; only the root's is read, the
     others may pass None)."""
-    root = check_root(comm, "gather", root)
+    root = check_rank(comm, "gather", "root", root)
     send = buffer_info(sendbuf, comm.device)
     recv = None
     if comm.rank == root:
@@ -348,7 +343,7 @@ def gather(comm, sendbuf, recvbuf, root, stream, algo) -> None:
 def scatter(comm, sendbuf, recvbuf, root, stream, algo) -> None:
     """Slot r of the root's ``sendbuf`` (``size`` slots) lands in rank r's ``recvbuf`` (only the root's
     ``sendbuf`` is read, the others may pass None)."""
-    root = check_root(comm, "scatter", root)
+    root = check_rank(comm, "scatter", "root", root)
     if recvbuf is None:
         raise InvalidUsageError("scatter: every rank needs a receive buffer")
     recv = buffer_info(recvbuf, comm.device)
@@ -379,8 +374,7 @@ def scatter(comm, sendbuf, recvbuf, root, stream, algo) -> None:
 def reduce(comm, sendbuf, recvbuf, root, op, stream, algo) -> None:
     """Every rank's ``sendbuf`` reduced with ``op`` in rank order into the root's ``recvbuf`` (None: in place;
     the others' ``recvbuf`` is not read or written and may be None)."""
-    from ..channels import reduce as red
-    root = check_root(comm, "reduce", root)
+    root = check_rank(comm, "reduce", "root", root)
     send = buffer_info(sendbuf, comm.device)
     if send.dtype not in red.DTYPE_KINDS or op not in red.OPS:
         why = (f"cannot reduce dtype {send.dtype}: supported are {', '.join(red.DTYPE_KINDS)}"

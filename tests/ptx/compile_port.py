@@ -24,7 +24,7 @@ import port_cases  # noqa: E402
 import pymscclpp.bench.port_channel as bench  # noqa: E402
 from pymscclpp.proxy.port_channel import PortChannelHandle  # noqa: E402
 from pymscclpp.algos.exchange_port import Unused  # noqa: E402
-from pymscclpp.algos.exchange_port_kernels import exchange_port  # noqa: E402
+from pymscclpp.algos.exchange_port_kernels import peer_exchange_port  # noqa: E402
 
 U64, I64, I32, U8 = (types.Array(t, 1, "C") for t in (types.uint64, types.int64, types.int32, types.uint8))
 i64, u64, b1 = types.int64, types.uint64, types.boolean
@@ -42,7 +42,7 @@ KERNELS = {
     "bench_push_to_completion": (bench.push_to_completion, (CHANNEL, i64, i64, U64)),
     "bench_trigger_storm": (bench.trigger_storm, (CHANNEL, i64, b1, U64)),
     # the verbs across hosts, on 3 ranks: two channels a peer, the table, four byte buffers
-    "exchange_port": (exchange_port, (types.UniTuple(CHANNEL, 2), types.UniTuple(CHANNEL, 2),
+    "peer_exchange_port": (peer_exchange_port, (types.UniTuple(CHANNEL, 2), types.UniTuple(CHANNEL, 2),
                                       types.UniTuple(types.NamedTuple([U8], Unused), 1), types.UniTuple(i64, 18),
                                       U8, U8, U8, U8, i64, i64, i64, i64, i64, i64)),
 }

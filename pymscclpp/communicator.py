@@ -1,5 +1,6 @@
 """The user-facing Communicator: the runtime one plus collectives (all_reduce, all_gather, reduce_scatter,
-broadcast, all_to_all) over a collection of algorithms it selects from, and ``register_algorithm`` for your own.
+broadcast, all_to_all, with counts too, reduce, gather, scatter), send/recv with ``group()``, over a collection of
+algorithms it selects from, and ``register_algorithm`` for your own.
 
 Buffers are any ``__cuda_array_interface__`` object or torch tensor (numba simulator arrays under
 the simulator); every argument is checked before anything is launched.
@@ -14,6 +15,7 @@ from ._log import get_logger
 from .algos.algorithm import REDUCING, Algorithm, Call, CallBuffer
 from .algos.collection import AlgorithmCollection
 from .algos.repeats import RepeatCache, state_of, torch_state
+from .algos import verbs
 from .algos.windows import Windows
 from .channels import reduce as red
 from .errors import InvalidUsageError
@@ -36,7 +38,7 @@ def _current_stream_of(tensor):
 
 def serves_reduction(dtype: str, op: str) -> bool:
     """Whether pymscclpp's own algorithms reduce ``dtype`` (a name: float32, bfloat16, ...) with ``op`` (sum,
-    min, max, prod); the NCCL drop-in and the torch backend ask this too, and send the rest to NCCL."""
+    min, max, prod, avg); the NCCL drop-in and the torch backend ask this too, and send the rest to NCCL."""
     return dtype in red.DTYPE_KINDS and op in red.OPS
 
 
@@ -48,6 +50,7 @@ class Communicator(_RuntimeCommunicator):
         self.algorithms: AlgorithmCollection = self.extension("algorithms", AlgorithmCollection)
         self._repeats = RepeatCache(self.algorithms)
         self._served: dict[str, Algorithm] = {}  # collective -> the algorithm that served its last call
+        self._group = verbs.Group(self)
 
     def _repeat(self, key: tuple, sendbuf, recvbuf, stream) -> bool:
         """Launch a call made before on the same buffers (unchanged), skipping its checks and selection."""
@@ -92,7 +95,38 @@ class Communicator(_RuntimeCommunicator):
     def last_algorithm(self, collective: str) -> Algorithm | None:
         """The algorithm that served this rank's last ``collective`` call that went to an algorithm (None before one;
         empty calls, one-rank copies and NCCL's calls go to none): what a test asserts to know its algorithm ran."""
-        return self._served.get(collective)
+        return self._served.get(collective, self.algorithms.served.get(collective) if collective in
+                                verbs.EXCHANGED else None)
+
+    def send(self, buf, peer: int, stream=None) -> None:
+        """Send ``buf`` to rank ``peer``, whose matching ``recv`` (same count and dtype) takes it; inside
+        ``group()`` it is issued at the group's end, else at once."""
+        self._group.post("send", buf, peer, stream)
+
+    def recv(self, buf, peer: int, stream=None) -> None:
+        """Receive into ``buf`` what rank ``peer`` sends with its matching ``send``; grouped as ``send``."""
+        self._group.post("recv", buf, peer, stream)
+
+    def group(self):
+        """``with comm.group():`` the sends and receives inside (any peers, order and number, to itself too)
+        go out together at the end, in one launch, so they cannot deadlock (NCCL's group semantics)."""
+        return self._group.scope()
+
+    def reduce(self, sendbuf, recvbuf=None, root: int = 0, op: str = "sum", stream=None,
+               algo: str | None = None) -> None:
+        """Reduce every rank's ``sendbuf`` into the root's ``recvbuf`` (None: in place); other ranks' ``recvbuf``
+        is neither read nor written (None is fine)."""
+        verbs.reduce(self, sendbuf, recvbuf, root, op, stream, algo)
+
+    def gather(self, sendbuf, recvbuf=None, root: int = 0, stream=None, algo: str | None = None) -> None:
+        """Gather every rank's ``sendbuf`` into the root's ``recvbuf`` (``size`` slots, rank r's at slot r); other
+        ranks may pass None for ``recvbuf``."""
+        verbs.gather(self, sendbuf, recvbuf, root, stream, algo)
+
+    def scatter(self, sendbuf, recvbuf, root: int = 0, stream=None, algo: str | None = None) -> None:
+        """Slot r of the root's ``sendbuf`` (``size`` slots) to rank r's ``recvbuf``; other ranks may pass None for
+        ``sendbuf``."""
+        verbs.scatter(self, sendbuf, recvbuf, root, stream, algo)
 
     def _pair(self, what: str, sendbuf, recvbuf, recv_factor: int = 1, send_factor: int = 1):
         """Validated (send, recv) infos: recv holds ``recv_factor / send_factor`` times the send bytes."""
@@ -157,9 +191,15 @@ class Communicator(_RuntimeCommunicator):
         self._check_alias("reduce_scatter", recv, send, self.rank * recv.nbytes)
         self._run(key, "reduce_scatter", algo, send.nbytes, recv.nbytes, sendbuf, send, recvbuf, recv, stream, op)
 
-    def all_to_all(self, sendbuf, recvbuf=None, stream=None, algo: str | None = None) -> None:
+    def all_to_all(self, sendbuf, recvbuf=None, stream=None, algo: str | None = None, send_counts=None,
+                   recv_counts=None) -> None:
         """Send slot j of ``sendbuf`` (``size`` equal slots) to rank j's ``recvbuf`` slot ``rank`` (in place
-        when ``recvbuf`` is None or ``sendbuf``)."""
+        when ``recvbuf`` is None or ``sendbuf``). With ``send_counts``/``recv_counts`` (elements per peer; one
+        left None splits its buffer evenly), ``send_counts[j]`` elements from offset ``sum(send_counts[:j])`` go
+        to rank j, at its offset ``sum(recv_counts[:rank])``; every rank checks all ranks' counts agree first."""
+        if send_counts is not None or recv_counts is not None:
+            verbs.all_to_allv(self, sendbuf, recvbuf, send_counts, recv_counts, stream, algo)
+            return
         key = ("all_to_all", id(sendbuf), id(recvbuf), "", algo, 0)
         if self._repeat(key, sendbuf, recvbuf, stream):
             return

@@ -180,18 +180,18 @@ def bad_collective_input(comm, state, collective: str, case: str):
 
 
 def nccl_only_op_without_nccl(comm, state):
-    """An op pymscclpp lacks (avg) goes to NCCL; without NCCL the error says so and writes nothing."""
+    """A reduction pymscclpp lacks (float64) goes to NCCL; without NCCL the error says so and writes nothing."""
     from pymscclpp.errors import InvalidUsageError
-    send = cuda.to_device(np.ones(16, np.float32))
-    recv = cuda.to_device(np.full(16, 7, np.float32))
+    send = cuda.to_device(np.ones(16, np.float64))
+    recv = cuda.to_device(np.full(16, 7, np.float64))
     try:
-        comm.all_reduce(send, recv, op="avg")
+        comm.all_reduce(send, recv, op="sum")
     except InvalidUsageError as exc:
-        assert str(exc).startswith("pymscclpp does not serve all_reduce") and "avg" in str(exc), str(exc)
+        assert str(exc).startswith("pymscclpp does not serve all_reduce") and "float64" in str(exc), str(exc)
         assert "NCCL, which could, cannot be used" in str(exc), str(exc)
     else:
         raise AssertionError("no error")
-    np.testing.assert_array_equal(recv.copy_to_host(), np.full(16, 7, np.float32))
+    np.testing.assert_array_equal(recv.copy_to_host(), np.full(16, 7, np.float64))
 
 
 def all_reduce_registered(comm, state, count: int, dtype: str, seed: int, inplace: bool, register: bool = True,

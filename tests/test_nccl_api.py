@@ -182,11 +182,11 @@ def test_calls_pymscclpp_covers_go_to_the_communicator_and_the_rest_to_nccl(log)
                    ("broadcast", (12,), None, 0, 0)]
     log.clear()
     nc.allReduce(px, py, 4, nccl.NCCL_FLOAT64, nccl.NCCL_SUM, 0)
-    nc.allReduce(px, py, 4, nccl.NCCL_FLOAT32, nccl.NCCL_AVG, 0)
+    nc.allReduce(px, py, 4, nccl.NCCL_INT64, nccl.NCCL_MAX, 0)
     nc.send(px, 3, nccl.NCCL_INT8, 0, 9)
     nc.recv(py, 3, nccl.NCCL_UINT64, 0, 9)
     assert log == ["ready", "ncclGroupStart", ("all_reduce", px, py, 4, "float64", "sum", 0), "ncclGroupEnd",
-                   "ready", "ncclGroupStart", ("all_reduce", px, py, 4, "float32", "avg", 0), "ncclGroupEnd",
+                   "ready", "ncclGroupStart", ("all_reduce", px, py, 4, "int64", "max", 0), "ncclGroupEnd",
                    "ready", "ncclGroupStart", ("send", px, 3, "int8", 0, 9), "ncclGroupEnd",
                    "ready", "ncclGroupStart", ("recv", py, 3, "uint64", 0, 9), "ncclGroupEnd"]
 
@@ -325,7 +325,7 @@ def nccl_only_calls_say_nccl_is_missing(comm, state):
     x = cuda.to_device(np.ones(4, np.float64))
     for call, words in [(lambda: nc.allReduce(x, x, 4, nccl.NCCL_FLOAT64, nccl.NCCL_SUM, 0),
                          r"pymscclpp does not serve allReduce of float64 with sum \(pymscclpp reduces float32, .* with sum, "),
-                        (lambda: nc.allReduce(x, x, 2, nccl.NCCL_FLOAT32, nccl.NCCL_AVG, 0), r"pymscclpp does not serve allReduce of .* with avg \("),
+                        (lambda: nc.allReduce(x, x, 4, nccl.NCCL_INT64, nccl.NCCL_MAX, 0), r"pymscclpp does not serve allReduce of int64 with max \("),
                         (lambda: nc.send(x, 4, nccl.NCCL_FLOAT64, 1 - comm.rank, 0),
                          r"pymscclpp does not serve send \(pymscclpp has no point-to-point send/recv\); "
                          "NCCL, which could, cannot be used: NCCL needs real GPUs")]:

@@ -13,7 +13,7 @@ def ptx_counts():
 def test_every_port_channel_kernel_compiles(ptx_counts):
     kernels = {k for k, _ in ptx_counts}
     assert {"ring", "scatter", "poll", "bad_put", "bench_put_bw", "bench_pingpong",
-            "bench_push_to_completion", "bench_trigger_storm"} <= kernels
+            "bench_push_to_completion", "bench_trigger_storm", "peer_exchange_port"} <= kernels
 
 
 def test_push_takes_a_ticket_atomically_and_publishes_the_trigger_with_release(ptx_counts):

@@ -55,7 +55,7 @@ def _kernel(dst, dst_off, a, a_off, b, b_off, nbytes, kind, op):
 
 
 @settings(max_examples=60, deadline=None)
-@given(kind=st.sampled_from(list(red.DTYPE_KINDS)), op=st.sampled_from(list(red.OPS)),
+@given(kind=st.sampled_from(list(red.DTYPE_KINDS)), op=st.sampled_from(sorted(red.PAIRWISE_OPS)),
        count=st.integers(1, 300), offs=st.tuples(*[st.integers(0, 8)] * 3), seed=st.integers(0, 999),
        nthreads=st.sampled_from([1, 4, 16]))
 def test_reduce_bytes_matches_numpy_for_every_kind_op_size_and_offset(kind, op, count, offs, seed, nthreads):
@@ -77,5 +77,5 @@ def test_reduce_bytes_matches_numpy_for_every_kind_op_size_and_offset(kind, op, 
 def test_unknown_dtype_and_op_are_named_in_the_error():
     with pytest.raises(ValueError, match="float64"):
         red.dtype_kind(np.float64)
-    with pytest.raises(ValueError, match="avg"):
-        red.op_code("avg")
+    with pytest.raises(ValueError, match="mean"):
+        red.op_code("mean")

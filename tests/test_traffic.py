@@ -8,6 +8,7 @@ import pytest
 import traffic_cases as tc
 from rankpool import PoolCache
 from pymscclpp.algos import collection
+from pymscclpp.algos.exchange import EXCHANGED
 from pymscclpp.runtime import traffic
 
 pool = PoolCache(env={"PYMSCCLPP_TIMEOUT_S": "30", "PYMSCCLPP_TRAFFIC": "1"})
@@ -21,7 +22,7 @@ def _close_pools():
 
 BUILTIN = [(c, a) for c in ("all_reduce", "all_gather", "reduce_scatter", "all_to_all", "broadcast")
            for a in ("packet", "simple")] + [(c, n) for c, n in collection.TWO_STEP_NAMES.items()] + \
-    [("all_reduce", "rsag_packet")]
+    [("all_reduce", "rsag_packet")] + [(c, "exchange") for c in EXCHANGED]
 
 
 def _measured_and_stated(nranks: int, collective: str, algo: str, count: int, root: int):

@@ -48,7 +48,8 @@ class Call:
     buffers (``recvbuf`` is ``sendbuf`` in place); ``send``/``recv`` the same buffers as kernels take them;
     ``peer_bytes`` is what one rank sends one peer; ``message_bytes`` the message size selection reads. A call the
     Communicator remembers for an algorithm whose launch reads addresses only has no buffer objects (None:
-    ``algos.repeats``), and is the same object each time it is repeated."""
+    ``algos.repeats``), and is the same object each time it is repeated. ``layout``: an exchange call's per-peer
+    table (``algos.exchange``; send/recv, all-to-all with counts, gather, scatter, reduce), else empty."""
 
     collective: str
     sendbuf: object
@@ -62,6 +63,7 @@ class Call:
     root: int
     stream: int
     in_place: bool
+    layout: tuple = ()
 
 
 class Algorithm:
@@ -74,7 +76,7 @@ class Algorithm:
     buffer_mode: str = ANY
     constraint: Constraint = Constraint()
     dtypes: frozenset = frozenset(red.DTYPE_KINDS)  # what its reductions combine (reducing collectives)
-    ops: frozenset = frozenset(red.OPS)
+    ops: frozenset = red.PAIRWISE_OPS  # avg only where a kernel divides the whole sum (``reduce.finish_word``)
     launch_reads_buffers: bool = True  # launch reads call.sendbuf/recvbuf, not only call.send/recv's addresses
 
     def why_not(self, comm, call: Call) -> str | None:

@@ -19,6 +19,8 @@ from ..runtime.backend import IS_SIM
 from .algorithm import COLLECTIVES, Algorithm, Call
 from .cross_host import CrossHost
 from .library_plans import LibraryPlan
+from .exchange import EXCHANGED, Exchange
+from .exchange_port import CrossHostExchange
 from .oneshot import BY_COLLECTIVE, PACKET_MAX, AllReduce
 from .twoshot import TWO_STEP
 from .twoshot_packet import AllReduceTwoShotPacket
@@ -38,7 +40,7 @@ def default_table(nranks: int) -> dict:
         ar = [(16 << 10, "packet"), (256 << 10, "packet_wide"), (16 << 20, "simple"), (_INF, "rsag")]
     else:
         ar = [(16 << 10, "packet"), (packet_max, "packet_wide"), (_INF, "rsag")]
-    table = {"all_reduce": ar}
+    table = {"all_reduce": ar, **{c: [(_INF, "exchange")] for c in EXCHANGED}}
     for name in BY_COLLECTIVE:
         if name != "all_reduce":
             two_step = name in TWO_STEP and nranks > 2
@@ -62,6 +64,9 @@ def builtin_factories() -> dict[tuple[str, str], Callable[[], Algorithm]]:
         out[collective, "cross_host_packet"] = lambda c=collective: CrossHost("cross_host_packet", c, "packet",
                                                                               64 << 10)
         out[collective, "cross_host"] = lambda c=collective: CrossHost("cross_host", c)
+    for collective in EXCHANGED:
+        out[collective, "exchange"] = lambda c=collective: Exchange(c)
+        out[collective, "cross_host"] = lambda c=collective: CrossHostExchange(c)
     out["all_reduce", "packet"] = lambda: AllReduce("packet", "packet", *grid["packet_narrow"], PACKET_MAX)
     out["all_reduce", "packet_wide"] = lambda: AllReduce("packet_wide", "packet", *grid["packet"], PACKET_MAX)
     out["all_reduce", "rsag_packet"] = lambda: AllReduceTwoShotPacket("rsag_packet", *grid["packet"])
@@ -99,6 +104,7 @@ class AlgorithmCollection:
         self._choice: dict[tuple, Algorithm] = {}
         self._preferred: list[tuple[str, str]] = []  # registered to be tried before the table, newest first
         self.generation = 0  # bumped by every registration: choices made before it are stale
+        self.served: dict[str, Algorithm] = {}  # collective -> the algorithm ``select`` last chose
 
     def names(self, collective: str) -> list[str]:
         """Names of the algorithms registered for ``collective``, in registration order."""
@@ -163,6 +169,7 @@ class AlgorithmCollection:
         shape = (call.collective, call.message_bytes, call.dtype, call.op, call.in_place, forced)
         algo = self._choice.get(shape)
         if algo is not None:
+            self.served[call.collective] = algo
             return algo
         if forced is not None:
             algo = self.get(call.collective, forced)
@@ -174,6 +181,7 @@ class AlgorithmCollection:
         if len(self._choice) >= _CHOICES:
             self._choice.clear()
         self._choice[shape] = algo
+        self.served[call.collective] = algo
         return algo
 
     def _first_able(self, call: Call) -> Algorithm:

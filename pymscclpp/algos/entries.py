@@ -1,8 +1,9 @@
-"""The built-in entry kernels a communicator on one host compiles, one per family and protocol: what
-``python -m pymscclpp.precompile`` builds."""
+"""The built-in entry kernels a communicator on one host compiles, one per family and protocol (and the exchange
+kernel of the verbs): what ``python -m pymscclpp.precompile`` builds."""
 
 from __future__ import annotations
 
+from . import exchange
 from .oneshot import BY_COLLECTIVE
 from .twoshot import TWO_STEP, AllReduceTwoShot, ReduceScatterRead
 from .twoshot_packet import AllReduceTwoShotPacket
@@ -16,4 +17,6 @@ def entry_kernels(nranks: int) -> dict[str, tuple]:
            for cls in classes for kernel in cls.kernels.values()}
     for cls in (AllReduceTwoShot, ReduceScatterRead):
         out[cls.zero_copy_kernel.py_func.__name__] = (cls.zero_copy_kernel, cls.zero_copy_argtypes(nranks))
+    kernel = exchange.peer_exchange_simple  # send/recv, all-to-all with counts, gather, scatter, reduce
+    out[kernel.py_func.__name__] = (kernel, exchange.argtypes(nranks))
     return out

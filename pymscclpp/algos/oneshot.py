@@ -156,6 +156,7 @@ class AllReduce(OneShot):
     collective = "all_reduce"
     kernels = {"packet": reduce_kernels.reduce_ll, "simple": reduce_kernels.reduce_simple}
     params = ("send_stride", "kind", "op")
+    ops = frozenset(red.OPS)  # avg too: every rank's slot reduced in one pass, then divided
 
     def param_values(self, call: Call) -> tuple:
         # the send stride: every peer gets the whole buffer (all-reduce) or its own slot (reduce-scatter)

@@ -107,6 +107,7 @@ class AllReduceTwoShot(ZeroCopyTwoStep):
     kernels = {"simple": k2.all_reduce_rsag_simple}
     zero_copy_kernel = k2.all_reduce_zero_copy_simple
     params = ("kind", "op")
+    ops = frozenset(red.OPS)  # avg too: each shard reduced in one pass (reduce_peers), then divided
 
     def call_windows(self, call: Call) -> tuple | None:
         sent = self.windows.find(call.send.ptr, call.peer_bytes)
@@ -142,6 +143,7 @@ class ReduceScatterRead(ZeroCopyTwoStep):
     kernels = {"simple": k2.reduce_scatter_read_simple}
     zero_copy_kernel = k2.reduce_scatter_zero_copy_simple
     params = ("kind", "op")
+    ops = frozenset(red.OPS)  # avg too: one pass over every source (reduce_peers), then divided
     send_all = True
 
     def call_windows(self, call: Call) -> tuple | None:

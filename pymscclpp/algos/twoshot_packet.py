@@ -23,6 +23,7 @@ class AllReduceTwoShotPacket(AllReduce):
 
     kernels = {"packet": kp.all_reduce_packet_two_shot_ll}
     params = ("kind", "op")
+    ops = frozenset(red.OPS)  # avg too: reduce_packets_ll16 divides the whole sum
 
     def __init__(self, name: str, blocks: int, threads: int):
         super().__init__(name, "packet", blocks, threads)

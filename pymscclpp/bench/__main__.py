@@ -14,6 +14,7 @@ import os
 import sys
 
 from ..runtime.backend import IS_SIM
+from .verb_cases import VERBS
 
 
 def parse_size(text: str) -> int:
@@ -37,8 +38,9 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(prog="python -m pymscclpp.bench", description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--op", default="all_reduce",
-                    choices=["all_reduce", "all_gather", "reduce_scatter", "all_to_all", "broadcast", *MICRO],
-                    help="a collective, or a Primitive API microbenchmark (memory_channel: put/get bandwidth, "
+                    choices=["all_reduce", "all_gather", "reduce_scatter", "all_to_all", "broadcast", *VERBS, *MICRO],
+                    help="a collective (send_recv: a ring of grouped send/recv; all_to_allv: all-to-all with uneven "
+                         "counts, the even one's total bytes; reduce, gather, scatter: root 0), or a Primitive API microbenchmark (memory_channel: put/get bandwidth, "
                          "signal and LL packet ping-pong; port_channel: proxy put bandwidth and latency; traffic: "
                          "bytes moved per rank against the lower bound, on the simulator), which "
                          "takes its own options after --op NAME")

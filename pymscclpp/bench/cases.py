@@ -5,13 +5,16 @@ per-rank input, broadcast and all_reduce the buffer. Inputs are small integers s
 summation order is exact, and pymscclpp's output can be compared with NCCL's element by element, or with
 the expected result every rank computes from every rank's (seeded) input. The floor is the same bytes moved by
 one local torch op on each rank: ``torch.add(a, b, out=c)`` of the element count for all_reduce (a perfect
-two-rank all-reduce's traffic), ``dst.copy_(src)`` of the collective's bytes for the others.
+two-rank all-reduce's traffic), ``dst.copy_(src)`` of the collective's bytes for the others. The verbs (send/recv,
+all-to-all with counts, reduce, gather, scatter): ``verb_cases``.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import Callable
+
+from .verb_cases import VERBS, make_verb_case
 
 
 @dataclass
@@ -89,4 +92,6 @@ def make_case(op: str, comm, dist, torch, dtype, nbytes: int, redop: str, algo: 
         buf, ref = src.clone(), src.clone()
         return Case(count, lambda: comm.broadcast(buf, 0, **kw), dist and (lambda: dist.broadcast(ref, 0)), (buf, ref),
                     1.0, _copy_floor(torch, dtype, count), lambda: _data(torch, dtype, count, 0, 5))
+    if op in VERBS:
+        return make_verb_case(op, comm, dist, torch, dtype, nbytes, redop, algo)
     raise ValueError(f"unknown collective {op!r}")

@@ -10,6 +10,8 @@ import time
 
 import numpy as np
 
+from .verb_cases import VERBS, make_sim_verb_case
+
 _REDUCE = {"sum": np.sum, "min": np.min, "max": np.max}
 
 
@@ -59,6 +61,8 @@ def make_sim_case(op: str, comm, dtype, nbytes: int, redop: str, algo: str | Non
     if op == "broadcast":
         out = cuda.device_array(count, dtype)
         return count, lambda: comm.broadcast(x, out, 0, **kw), out, every[0], 1.0
+    if op in VERBS:
+        return make_sim_verb_case(op, comm, dtype, nbytes, redop, algo)
     raise ValueError(f"unknown collective {op!r}")
 
 

@@ -8,18 +8,23 @@ import argparse
 
 import numpy as np
 
-from ..runtime.collectives import COLLECTIVES
+from ..runtime.collectives import COLLECTIVES as _SYMMETRIC
+from .verb_cases import VERBS, elements as verb_elements, run_verb
+
+COLLECTIVES = (*_SYMMETRIC, *VERBS)
 
 
 def lower_bound(collective: str, size: int, nranks: int) -> float:
     """The fewest bytes a rank must send in a call of ``size`` bytes (nccl-tests sizes): all-reduce 2N(n-1)/n,
-    broadcast N (the root), the others N(n-1)/n."""
-    return {"all_reduce": 2 * size * (nranks - 1) / nranks, "broadcast": size}.get(collective,
-                                                                                   size * (nranks - 1) / nranks)
+    broadcast, reduce (a non-root) and send_recv N, the others N(n-1)/n."""
+    return {"all_reduce": 2 * size * (nranks - 1) / nranks, "broadcast": size, "reduce": size,
+            "send_recv": size}.get(collective, size * (nranks - 1) / nranks)
 
 
 def elements(collective: str, count: int, nranks: int) -> tuple[int, int]:
     """(send, receive) element counts of a call of ``count`` elements (nccl-tests sizes) on ``nranks`` ranks."""
+    if collective in VERBS:
+        return verb_elements(collective, count, nranks)
     part = count // nranks
     return {"all_gather": (part, part * nranks), "reduce_scatter": (part * nranks, part),
             "all_to_all": (part * nranks, part * nranks)}.get(collective, (count, count))
@@ -36,9 +41,13 @@ def measured_call(comm, collective: str, algo: str | None, count: int, root: int
     send = cuda.to_device(np.ones(send_n, np.float32))
     recv = cuda.to_device(np.zeros(recv_n, np.float32))
     args = (send, recv, root) if collective == "broadcast" else (send, recv)
+    kw = {} if algo is None or collective == "send_recv" else {"algo": algo}
     for _ in range(2):
         traffic.reset()
-        getattr(comm, collective)(*args, algo=algo)
+        if collective in VERBS:  # all-to-all with even counts here: the stated traffic is the even one
+            run_verb(comm, collective, send, recv, count // comm.size, root=root, uneven=False, **kw)
+        else:
+            getattr(comm, collective)(*args, algo=algo)
         cuda.synchronize()
         comm.check_device_errors()
     served = comm.last_algorithm(collective)

@@ -16,9 +16,10 @@ from .ptx import (address_of, f16_to_f32, f32_as_u32, f32_to_f16, load_u32, load
                   store_v4, u32_as_f32)
 
 DTYPE_KINDS = {"float32": 0, "bfloat16": 1, "float16": 2, "int32": 3, "uint8": 4}
-OPS = {"sum": 0, "min": 1, "max": 2, "prod": 3}
+OPS = {"sum": 0, "min": 1, "max": 2, "prod": 3, "avg": 4}  # avg: summed, then divided by the sources in the kernel
+PAIRWISE_OPS = frozenset(OPS) - {"avg"}  # what a reduction of two sources at a time (reduce_bytes, plans) serves
 F32, BF16, F16, I32, U8 = 0, 1, 2, 3, 4
-SUM, MIN, MAX, PROD = 0, 1, 2, 3
+SUM, MIN, MAX, PROD, AVG = 0, 1, 2, 3, 4
 
 _U15 = np.uint64(15)
 _U3 = np.uint64(3)
@@ -44,8 +45,8 @@ def op_code(op: str) -> int:
 
 @cuda.jit(device=True)
 def _apply(x, y, op):
-    """``x (op) y`` in the arithmetic of the operands' type."""
-    if op == SUM:
+    """``x (op) y`` in the arithmetic of the operands' type (avg sums; ``finish_word`` divides)."""
+    if op == SUM or op == AVG:
         return x + y
     if op == MIN:
         return min(x, y)
@@ -90,6 +91,39 @@ def combine_word(a, b, kind, op):
 
 
 @cuda.jit(device=True)
+def _quotient(x, n):
+    """``x / n`` rounded toward zero (an integer average, as C divides)."""
+    q = abs(x) // n
+    return -q if x < 0 else q
+
+
+@cuda.jit(device=True)
+def finish_word(w, kind, op, n):
+    """The final value of a word reduced over ``n`` sources: for avg its lanes divided by ``n`` (floats divided,
+    rounded as a division of the sum; integers rounded toward zero), else ``w`` as it is."""
+    if op != AVG:
+        return w
+    if kind == F32:
+        return f32_as_u32(u32_as_f32(w) / np.float32(n))
+    if kind == BF16:
+        lo = u32_as_f32(w << np.uint32(16)) / np.float32(n)
+        hi = u32_as_f32(w & _HI16) / np.float32(n)
+        return np.uint32(_bf16_bits(lo) | (_bf16_bits(hi) << np.uint32(16)))
+    if kind == F16:
+        lo = f16_to_f32(w & _LO16) / np.float32(n)
+        hi = f16_to_f32(w >> np.uint32(16)) / np.float32(n)
+        return np.uint32(f32_to_f16(lo) | (f32_to_f16(hi) << np.uint32(16)))
+    if kind == I32:
+        return np.uint32(np.int32(_quotient(np.int64(np.int32(w)), np.int64(n))))
+    out = np.uint32(0)
+    for lane in range(4):
+        sh = np.uint32(8 * lane)
+        x = np.uint32((w >> sh) & np.uint32(0xFF)) // np.uint32(n)
+        out = np.uint32(out | ((x & np.uint32(0xFF)) << sh))
+    return out
+
+
+@cuda.jit(device=True)
 def itemsize_of(kind):
     """Bytes per element of ``kind``."""
     if kind == F32 or kind == I32:
@@ -101,7 +135,8 @@ def itemsize_of(kind):
 
 @cuda.jit(device=True)
 def reduce_bytes(dst, dst_off, a, a_off, b, b_off, nbytes, tid, nthreads, kind, op):
-    """``dst[dst_off:] = a[a_off:] (op) b[b_off:]`` over ``nbytes`` (a whole number of elements)."""
+    """``dst[dst_off:] = a[a_off:] (op) b[b_off:]`` over ``nbytes`` (a whole number of elements; avg: the sum, as
+    a pairwise step has no count of sources to divide by)."""
     done = 0
     al = address_of(dst, dst_off) | address_of(a, a_off) | address_of(b, b_off)
     if al & _U15 == _ZERO64:
@@ -162,8 +197,8 @@ def reduce_packets_ll16(dst, dst_off, local, local_off, local_slot, pkt, pkt_off
             else:
                 a0 = combine_word(a0, x0, kind, op)
                 a1 = combine_word(a1, x1, kind, op)
-        put_word(dst, dst_off + off, a0, rem)
-        put_word(dst, dst_off + off + 4, a1, rem - 4)
+        put_word(dst, dst_off + off, finish_word(a0, kind, op, nslots), rem)
+        put_word(dst, dst_off + off + 4, finish_word(a1, kind, op, nslots), rem - 4)
         i += nthreads
     return True
 
@@ -184,6 +219,18 @@ def _combine_vec(a, x, kind, op):
 def _combine4(a, x, kind, op):
     return (_combine_vec(a[0], x[0], kind, op), _combine_vec(a[1], x[1], kind, op),
             _combine_vec(a[2], x[2], kind, op), _combine_vec(a[3], x[3], kind, op))
+
+
+@cuda.jit(device=True)
+def _finish_vec(a, kind, op, n):
+    return (finish_word(a[0], kind, op, n), finish_word(a[1], kind, op, n), finish_word(a[2], kind, op, n),
+            finish_word(a[3], kind, op, n))
+
+
+@cuda.jit(device=True)
+def _finish4(a, kind, op, n):
+    return (_finish_vec(a[0], kind, op, n), _finish_vec(a[1], kind, op, n), _finish_vec(a[2], kind, op, n),
+            _finish_vec(a[3], kind, op, n))
 
 
 @cuda.jit(device=True)
@@ -229,6 +276,8 @@ def reduce_sources(dst, dst_off, copy, copy_off, own, own_off, own_slot, slots, 
             for s in range(1, nslots):
                 arr, off = _source(s, own_slot, own, own_off, slots, slots_off, stride, chans, use_chans)
                 acc = _combine4(acc, _load4(arr, off + o, step), kind, op)
+            if op == AVG:
+                acc = _finish4(acc, kind, op, nslots)
             _store4(dst, dst_off + o, step, acc)
             if two:
                 _store4(copy, copy_off + o, step, acc)
@@ -243,6 +292,7 @@ def reduce_sources(dst, dst_off, copy, copy_off, own, own_off, own_slot, slots, 
             for s in range(1, nslots):
                 arr, off = _source(s, own_slot, own, own_off, slots, slots_off, stride, chans, use_chans)
                 a = _combine_vec(a, load_v4(arr, off + o), kind, op)
+            a = _finish_vec(a, kind, op, nslots)
             store_v4(dst, dst_off + o, a[0], a[1], a[2], a[3])
             if two:
                 store_v4(copy, copy_off + o, a[0], a[1], a[2], a[3])
@@ -261,6 +311,7 @@ def reduce_sources(dst, dst_off, copy, copy_off, own, own_off, own_slot, slots, 
         for s in range(1, nslots):
             arr, off = _source(s, own_slot, own, own_off, slots, slots_off, stride, chans, use_chans)
             w = combine_word(w, gather_word(arr, off + o, size), kind, op)
+        w = finish_word(w, kind, op, nslots)
         scatter_word(dst, dst_off + o, w, size)
         if two:
             scatter_word(copy, copy_off + o, w, size)

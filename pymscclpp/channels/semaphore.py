@@ -43,6 +43,12 @@ def poll(sem, idx=0):
 def wait(sem, idx=0):
     """Acquire-ordered wait for the next signal; False (error recorded) if the budget runs out or the host
     aborts the communicator's waits."""
+    return wait_for(sem, idx, OP_WAIT)
+
+
+@cuda.jit(device=True)
+def wait_for(sem, idx, op):
+    """``wait``, a failure recorded as ``op`` (``runtime.device_errors.OP_NAMES``: what the wait was for)."""
     want = sem.expected[idx] + 1
     sem.expected[idx] = want
-    return wait_at_least(sem.inbound, idx, want, sem, sem.peer, sem.channel + idx, OP_WAIT)
+    return wait_at_least(sem.inbound, idx, want, sem, sem.peer, sem.channel + idx, op)

@@ -273,6 +273,9 @@ class Executor:
                             f"{', '.join(red.DTYPE_KINDS)}")
         if op not in red.OPS:
             raise InvalidUsageError(f"unknown reduction op {op!r}: supported are {', '.join(red.OPS)}")
+        if op not in red.PAIRWISE_OPS:
+            raise InvalidUsageError(f"plan {xplan.name!r} reduces pairwise and cannot average (op {op!r}): "
+                                    f"supported are {', '.join(sorted(red.PAIRWISE_OPS))}")
         return red.DTYPE_KINDS[dtype], red.OPS[op]
 
     def _scratch_limit(self) -> int:

@@ -19,7 +19,7 @@ from collections import namedtuple
 
 import numpy as np
 
-from .fingerprint import mismatch_text
+from .fingerprint import mismatch_text, pair_mismatch_text
 
 WaitContext = namedtuple("WaitContext", "err abort rank peer channel timeout_ns")
 """What a device wait records its failure with when no channel handle stands for it (channel handles have
@@ -28,9 +28,15 @@ the same fields): the error area, the abort word, and the rank, peer, channel an
 ERR_WORDS = 8
 OP_NAMES = {1: "semaphore wait", 2: "packet wait (unpack_packets)", 3: "fifo push", 4: "flush",
             5: "packet wait (read_packets)", 6: "port channel wait", 7: "call check wait (a peer's call fingerprint)",
-            8: "call check wait (a peer's call fingerprint, in the check kernel ahead of a user algorithm)"}
+            8: "call check wait (a peer's call fingerprint, in the check kernel ahead of a user algorithm)",
+            9: "pair check of a send/recv or rooted call (what this rank sends the peer against what it receives)",
+            10: "pair check of a send/recv or rooted call (what this rank receives against what the peer sends)",
+            11: "pair check wait (the peer's send/recv descriptor: the peer made no matching call)",
+            12: "send wait (the receiver to take a chunk out of its staging slot, into its receive buffer)",
+            13: "recv wait (the sender's next chunk of its send buffer in our staging slot)"}
 OP_WAIT, OP_PACKET, OP_FIFO_PUSH, OP_FLUSH, OP_READ_PACKET, OP_PROXY_ABORT = 1, 2, 3, 4, 5, 6
 OP_CALLCHECK, OP_PRECHECK = 7, 8
+OP_PAIR_SEND, OP_PAIR_RECV, OP_PAIR_WAIT, OP_SEND_CREDIT, OP_RECV_DATA = 9, 10, 11, 12, 13
 TIMED_OUT, ABORTED, MISMATCH = 1, 2, 3
 # waits on this rank's own memory, recorded with these channel codes (executor/device.py): where they waited
 LOCAL_WAITS = {-2: " in the executor's barrier of one thread block's threads",
@@ -69,6 +75,8 @@ def describe(err: np.ndarray) -> str | None:
     state, code = int(err[0]), int(err[1])
     if state == 0:
         return None
+    if state == MISMATCH and code in (OP_PAIR_SEND, OP_PAIR_RECV):
+        return pair_mismatch_text(int(err[2]), int(err[3]), int(err[5]), int(err[6]), code == OP_PAIR_SEND)
     if state == MISMATCH:
         return mismatch_text(int(err[2]), int(err[3]), int(err[5]), int(err[6]), int(err[4]),
                              "ahead" if code == OP_PRECHECK else "kernel")

@@ -1,9 +1,9 @@
 """The fingerprint of a collective call that peers compare on the device before touching data, and its text.
 
-One non-negative int64: bits 0-39 the element count of the send buffer (saturating at 2^40 - 1), 40-51 the
-root (broadcast; saturating at 4095), 52-54 the op (1 + its index in ``OPS``), 55-59 the dtype (1 + its
-index in ``DTYPES``; 0 an unlisted dtype, whose count is then in bytes), 60-62 the collective (1 + its index
-in ``COLLECTIVES``). Never 0, which kernels read as "check off". Collectives other than broadcast have no root:
+One non-negative int64: bits 0-39 the element count of the send buffer (saturating at 2^40 - 1), 40-50 the
+root (rooted collectives; saturating at 2047), 51-53 the op (1 + its index in ``OPS``), 54-58 the dtype (1 + its
+index in ``DTYPES``; 0 an unlisted dtype, whose count is then in bytes), 59-62 the collective (1 + its index
+in ``COLLECTIVES``; ``send_recv`` and ``all_to_allv`` describe what one rank sends one peer, ``algos.exchange``). Never 0, which kernels read as "check off". Collectives other than broadcast have no root:
 their root field holds ``REGISTERED`` when the call runs zero-copy on buffers registered with the communicator,
 so ranks that disagree on it (one registered the buffers it calls with, another did not) fail the check.
 """
@@ -13,19 +13,19 @@ from __future__ import annotations
 import functools
 from typing import NamedTuple
 
-from .collectives import COLLECTIVES
+from .collectives import CALLS as COLLECTIVES, ROOTED
 
 DTYPES = {"float32": 4, "bfloat16": 2, "float16": 2, "int32": 4, "uint8": 1, "float64": 8, "int64": 8,
           "int16": 2, "int8": 1, "uint16": 2, "uint32": 4, "uint64": 8, "bool": 1, "complex64": 8,
           "complex128": 16, "float8_e4m3fn": 1, "float8_e5m2": 1}  # name: item size
-OPS = ("sum", "min", "max", "prod")
-COUNT_BITS, ROOT_BITS, OP_BITS, DTYPE_BITS, COLLECTIVE_BITS = 40, 12, 3, 5, 3
+OPS = ("sum", "min", "max", "prod", "avg")
+COUNT_BITS, ROOT_BITS, OP_BITS, DTYPE_BITS, COLLECTIVE_BITS = 40, 11, 3, 5, 4
 _ROOT_AT = COUNT_BITS
 _OP_AT = _ROOT_AT + ROOT_BITS
 _DTYPE_AT = _OP_AT + OP_BITS
 _COLLECTIVE_AT = _DTYPE_AT + DTYPE_BITS
 _DTYPE_NAMES = tuple(DTYPES)
-REGISTERED = 1 << _ROOT_AT  # OR-ed into a zero-copy call's fingerprint (not a broadcast's)
+REGISTERED = 1 << _ROOT_AT  # OR-ed into a zero-copy call's fingerprint (not a rooted one's)
 
 
 class Fingerprint(NamedTuple):
@@ -66,15 +66,15 @@ def unpack(fp: int) -> Fingerprint:
 
 def describe(fp: int) -> str:
     """``all_reduce of 1024 float32`` (an op other than sum named: ``... with op max``), ``broadcast of 8 int32
-    from root 1``, ..."""
+    from root 1``, ``gather of 4 float32 to root 0``, ..."""
     f = unpack(fp)
     at_least = "at least " if f.count == (1 << COUNT_BITS) - 1 else ""
     what = f"{f.count} {f.dtype}" if f.dtype is not None else f"{f.count} bytes of an unlisted dtype"
     text = f"{f.collective} of {at_least}{what}"
-    if f.collective in ("all_reduce", "reduce_scatter") and f.op != "sum":
+    if f.collective in ("all_reduce", "reduce_scatter", "reduce") and f.op != "sum":
         text += f" with op {f.op}"
-    if f.collective == "broadcast":
-        text += f" from root {f.root}"
+    if f.collective in ROOTED:
+        text += f" {'to' if f.collective in ('reduce', 'gather') else 'from'} root {f.root}"
     elif f.root:
         text += " on registered buffers (zero-copy)"
     return text
@@ -92,3 +92,23 @@ def mismatch_text(rank: int, peer: int, ours: int, theirs: int, seq: int, where:
     several hosts trade fingerprints over the bootstrap)."""
     return (f"rank {rank} called {describe(ours)}, rank {peer} called {describe(theirs)}: the ranks' calls do not "
             f"match (checked call {seq} of the communicator; {_FOUND[where]})")
+
+
+def _moved(fp: int) -> str:
+    """``1024 float32`` (nothing: ``nothing``) of a pair descriptor (``algos.exchange``), with its verb."""
+    f = unpack(fp)
+    what = "nothing" if f.count == 0 else f"{f.count} {f.dtype}" if f.dtype else f"{f.count} bytes (mixed dtypes)"
+    verb = f"{f.collective} with root {f.root}" if f.collective in ROOTED else \
+        f"send/recv, op sizes {f.root:#05x}" if f.collective == "send_recv" else f.collective
+    return f"{what} ({verb})"
+
+
+def pair_mismatch_text(rank: int, peer: int, ours: int, theirs: int, sending: bool) -> str:
+    """What a rank reports when what it sends ``peer`` (``sending``) or receives from it disagrees with what the
+    peer receives or sends: both sides' counts and dtypes, as their pair descriptors hold them."""
+    if sending:
+        sides = f"rank {rank} sends rank {peer} {_moved(ours)}, rank {peer} receives {_moved(theirs)} from rank {rank}"
+    else:
+        sides = f"rank {rank} receives {_moved(ours)} from rank {peer}, rank {peer} sends it {_moved(theirs)}"
+    return (f"{sides}: the two ranks' calls do not match (count, dtype or verb; found on the device before any "
+            "data moved between them)")

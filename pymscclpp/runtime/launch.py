@@ -183,6 +183,18 @@ class Launch:
             slot.value = value
             self._version += 1
 
+    def set_ints(self, name: str, values: tuple) -> None:
+        """Slot ``name`` (a tuple of integers, passed by value: a graph captures them) is now ``values``."""
+        if self.mode == "numba":
+            self.values[name] = tuple(values)
+            return
+        base = self._first[name]
+        for i, value in enumerate(values):
+            slot = self._slots[base + i]
+            if slot.value != value:
+                slot.value = value
+                self._version += 1
+
     def launch(self, stream: int = 0, key=None) -> None:
         """Issue the kernel on the CUstream ``stream`` (a raw handle; 0 is the legacy default stream). ``key``: an
         object standing for the slots' current values (its graph is kept for ``launch_kept``), else their repeats

@@ -6,11 +6,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..channels.reduce import DTYPE_KINDS, OPS
+from ..channels.reduce import DTYPE_KINDS, OPS, PAIRWISE_OPS
 from ..runtime.collectives import COLLECTIVES, REDUCING  # noqa: F401 (re-exported for strategies)
 
 DTYPES = tuple(DTYPE_KINDS)
-REDUCE_OPS = tuple(OPS)
+REDUCE_OPS = tuple(op for op in OPS if op in PAIRWISE_OPS)  # every algorithm serves these; avg: not plans
 
 
 def np_dtype(name: str) -> np.dtype:

@@ -11,7 +11,7 @@ from typing import Sequence
 
 import numpy as np
 
-_OPS = {"sum": np.add, "prod": np.multiply, "min": np.minimum, "max": np.maximum}
+_OPS = {"sum": np.add, "prod": np.multiply, "min": np.minimum, "max": np.maximum, "avg": np.add}
 _WIDENED = {"float16", "bfloat16"}  # combined in float32, as the device does
 
 
@@ -26,7 +26,18 @@ def _reduce(arrays: Sequence[np.ndarray], op: str) -> np.ndarray:
                 acc = combine(acc.astype(np.float32), x.astype(np.float32)).astype(dtype)
             else:
                 acc = combine(acc, x).astype(dtype, copy=False)
-    return acc
+    return _average(acc, len(arrays)) if op == "avg" else acc
+
+
+def _average(total: np.ndarray, n: int) -> np.ndarray:
+    """A sum over ``n`` ranks divided by ``n`` as the device does: floats in float32 (or wider), rounded once;
+    integers rounded toward zero."""
+    dtype = total.dtype
+    if dtype.kind in "iu":
+        wide = total.astype(np.int64)
+        return (np.sign(wide) * (np.abs(wide) // n)).astype(dtype)
+    wide = total.astype(np.float32) if dtype.name in _WIDENED else total
+    return (wide / wide.dtype.type(n)).astype(dtype)
 
 
 def _flat(inputs: Sequence) -> list[np.ndarray]:

@@ -23,8 +23,10 @@ _dispatcher.get_current_device = lambda: pytypes.SimpleNamespace(compute_capabil
 import port_cases  # noqa: E402
 import pymscclpp.bench.port_channel as bench  # noqa: E402
 from pymscclpp.proxy.port_channel import PortChannelHandle  # noqa: E402
+from pymscclpp.algos.exchange_port import Unused  # noqa: E402
+from pymscclpp.algos.exchange_port_kernels import peer_exchange_port  # noqa: E402
 
-U64, I64, I32 = (types.Array(t, 1, "C") for t in (types.uint64, types.int64, types.int32))
+U64, I64, I32, U8 = (types.Array(t, 1, "C") for t in (types.uint64, types.int64, types.int32, types.uint8))
 i64, u64, b1 = types.int64, types.uint64, types.boolean
 CHANNEL = types.NamedTuple([U64, U64, U64, U64, u64, U64, U64, I64, U64, i64, i64, i64, u64, i64, i64],
                            PortChannelHandle)
@@ -39,6 +41,10 @@ KERNELS = {
     "bench_pingpong": (bench.pingpong, (CHANNEL, i64, i64, b1, b1, U64)),
     "bench_push_to_completion": (bench.push_to_completion, (CHANNEL, i64, i64, U64)),
     "bench_trigger_storm": (bench.trigger_storm, (CHANNEL, i64, b1, U64)),
+    # the verbs across hosts, on 3 ranks: two channels a peer, the table, four byte buffers
+    "peer_exchange_port": (peer_exchange_port, (types.UniTuple(CHANNEL, 2), types.UniTuple(CHANNEL, 2),
+                                      types.UniTuple(types.NamedTuple([U8], Unused), 1), types.UniTuple(i64, 18),
+                                      U8, U8, U8, U8, i64, i64, i64, i64, i64, i64)),
 }
 PATTERNS = ["atom.global.add.u64", "st.release.sys.global.b64", "st.relaxed.sys.global.b64",
             "ld.acquire.sys.global.b64", "ld.relaxed.sys.global.b64", "%globaltimer", "atom.global.max.u64"]

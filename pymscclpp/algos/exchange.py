@@ -1,0 +1,143 @@
+"""The exchange algorithms (``exchange_kernels``): send/recv groups, all-to-all with counts, gather, scatter and
+reduce on one host, each call one launch of one kernel whose per-peer table travels as kernel arguments (so a
+CUDA graph captures it), over lanes of their own: a MemoryChannel to every peer with two semaphores per block,
+a scratch of two halves per sender, and a pair-check area. ``layout`` builds the table of a call.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba.core import types
+
+from ..channels import reduce as red
+from ..runtime import handle_types as ht
+from ..runtime.backend import IS_SIM
+from ..runtime.buffers import buffer_info
+from ..runtime.fingerprint import pack
+from ..runtime.launch import Launch
+from ..runtime.memory import alloc
+from .algorithm import Algorithm, Call, Constraint
+from .exchange_kernels import AREA_SLOT, ROW, peer_exchange_simple  # noqa: F401 (peer_exchange_simple: entries)
+from .grid import blocks_for
+
+EXCHANGED = ("send_recv", "all_to_allv", "gather", "scatter", "reduce")  # the collectives these algorithms serve
+GRID = (2, 32) if IS_SIM else (32, 512)
+CHUNK = 4096 if IS_SIM else 1 << 20  # bytes per round and sender: the simulator's small, to test many rounds
+
+
+def layout(nranks: int, sends: dict, recvs: dict, descriptors: dict | None) -> tuple:
+    """A call's kernel table: ``sends``/``recvs`` map a rank to its (offset, bytes) range (absent: nothing),
+    ``descriptors`` a rank to (send descriptor, receive descriptor) (None: the check is off)."""
+    table = []
+    for p in range(nranks):
+        s, r = sends.get(p, (0, 0)), recvs.get(p, (0, 0))
+        fps = (0, 0) if descriptors is None else descriptors.get(p, (0, 0))
+        table += [s[0], s[1], r[0], r[1], *fps]
+    return tuple(int(v) for v in table)
+
+
+def descriptor(collective: str, nbytes: int, dtype: str, op: str = "sum", root: int = 0) -> int:
+    """What a rank trades with a peer about one direction of their call (``runtime.fingerprint``)."""
+    return pack(collective, nbytes, dtype, op, root)
+
+
+class ExchangeLanes:
+    """What every exchange algorithm of a communicator shares: channels, scratch, pair area, sequence words, and
+    the prepared launch (calls run one after another, as with NCCL)."""
+
+    def __init__(self, comm):
+        from numba import cuda
+        self.size, self.rank = comm.size, comm.rank
+        self.blocks, self.chunk = blocks_for(comm, GRID[0]), CHUNK
+        self.scratch = alloc(2 * comm.size * CHUNK)
+        self.area = alloc(2 * comm.size * AREA_SLOT)
+        peers = [p for p in range(comm.size) if p != comm.rank]
+        self.channels = comm.memory_channels(peers, src=self.scratch, inbox=self.scratch, semaphores=2 * self.blocks)
+        self.remotes = [comm.exchange_memory(self.area, p) for p in peers]
+        self.view = self.channels[peers[0]].inbox  # the scratch as the uint8 array kernels take
+        self.address = buffer_info(self.scratch).ptr
+        self.seqs = cuda.to_device(np.zeros(self.blocks * comm.size, np.uint32))
+        args = {"chans": tuple(self.channels[p].device_handle() for p in peers),
+                "areas": tuple(r.array for r in self.remotes), "area": self.area,
+                "table": (0,) * (ROW * comm.size), "inp": self.view, "out": self.view, "scratch": self.view,
+                "seqs": self.seqs, "chunk": CHUNK, "rank": comm.rank, "nranks": comm.size, "root": -1, "kind": 0,
+                "op": 0}
+        self.kernel_launch = Launch(peer_exchange_simple, self.blocks, GRID[1], args, argtypes=argtypes(comm.size))
+
+    def launch(self, call: Call) -> None:
+        """Issue ``call`` (its ``layout`` the table; a send or receive of no bytes may have no buffer)."""
+        k = self.kernel_launch
+        for slot, (ptr, array) in (("inp", call.send), ("out", call.recv)):
+            if ptr is None:
+                k.set_buffer(slot, self.address, self.view.size, self.view)
+            else:
+                k.set_buffer(slot, ptr, call_span(call.layout, self.size, slot == "out"), array)
+        k.set_ints("table", call.layout)
+        reducing = call.collective == "reduce"
+        k.set_int("root", call.root if reducing else -1)
+        k.set_int("kind", red.DTYPE_KINDS[call.dtype] if reducing else 0)
+        k.set_int("op", red.OPS[call.op] if reducing else 0)
+        k.launch(call.stream)
+
+    def close(self) -> None:
+        for ch in self.channels.values():
+            ch.close()
+        for r in self.remotes:
+            r.close()
+        self.channels, self.remotes = {}, []
+
+
+def call_span(table: tuple, nranks: int, receive: bool) -> int:
+    """Bytes of the send (or receive) buffer a table reaches: the end of its furthest range."""
+    at = 2 if receive else 0
+    return max([table[ROW * p + at] + table[ROW * p + at + 1] for p in range(nranks)] + [1])
+
+
+def argtypes(nranks: int) -> tuple:
+    """The numba types of ``peer_exchange_simple``'s arguments on ``nranks`` ranks."""
+    i64 = types.int64
+    return (types.UniTuple(ht.memory_channel(), nranks - 1), types.UniTuple(ht.BYTES, nranks - 1), ht.BYTES,
+            types.UniTuple(i64, ROW * nranks), ht.BYTES, ht.BYTES, ht.BYTES, ht.U32, i64, i64, i64, i64, i64, i64)
+
+
+def lanes(comm) -> ExchangeLanes:
+    """The communicator's exchange lanes (built collectively on first use)."""
+    return comm.extension("exchange", ExchangeLanes)
+
+
+class Exchange(Algorithm):
+    """``collective`` (one of ``EXCHANGED``) as one exchange launch on one host; reduce serves every dtype and op
+    the built-in reductions do, avg included."""
+
+    name = "exchange"
+    constraint = Constraint(hosts=1)
+    ops = frozenset(red.OPS)
+
+    def __init__(self, collective: str):
+        self.collective = collective
+        self.lanes: ExchangeLanes | None = None
+
+    def setup(self, comm) -> None:
+        self.lanes = lanes(comm)
+
+    def kernel_launches(self) -> list[Launch]:
+        """The launch ``precompile`` must have built."""
+        return [self.lanes.kernel_launch]
+
+    def launch(self, call: Call) -> None:
+        self.lanes.launch(call)
+
+    def traffic(self, size: int, nranks: int, rank: int, root: int = 0) -> tuple[int, int]:
+        """What goes through the channels for the bench's calls of ``size`` bytes (``bench.traffic``): a ring of
+        ``size`` (send_recv), even counts (all_to_allv), ``size`` the gathered output (gather), the root's send
+        buffer (scatter) or the buffer (reduce)."""
+        part = size // nranks
+        if self.collective == "send_recv":
+            return size, size
+        if self.collective == "all_to_allv":
+            return (nranks - 1) * part, (nranks - 1) * part
+        if self.collective == "gather":
+            return (0, (nranks - 1) * part) if rank == root else (part, 0)
+        if self.collective == "scatter":
+            return ((nranks - 1) * part, 0) if rank == root else (0, part)
+        return (0, (nranks - 1) * size) if rank == root else (size, 0)

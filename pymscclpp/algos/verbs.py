@@ -1,0 +1,409 @@
+"""The verbs that do not move the same bytes between every pair of ranks, as the Communicator serves them: send
+and recv (grouped with NCCL's semantics), all-to-all with per-peer counts, gather, scatter and reduce. Each call
+is checked here (bad input raises before any launch, on the rank that made it; inconsistent counts of an
+all-to-all on every rank), laid out as one exchange table (``exchange.layout``) and launched by the algorithm
+the communicator's collection picks for it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import numbers
+import struct
+import zlib
+from typing import NamedTuple
+
+from ..channels import reduce as red
+from ..errors import InvalidUsageError
+from .. import config
+from ..runtime.backend import IS_SIM
+from ..runtime.buffers import BufferInfo, buffer_info, bytes_view, stream_handle
+from ..runtime.fingerprint import DTYPES
+from ..runtime.memory import alloc
+from .algorithm import Call, CallBuffer
+from .exchange import EXCHANGED, descriptor, layout  # noqa: F401 (EXCHANGED: what the Communicator asks)
+
+
+_COUNT = struct.Struct("<q")
+
+
+class PeerOp(NamedTuple):
+    """One posted send or recv: ``buf`` checked as ``info``, to or from ``peer``, on CUstream ``stream``."""
+
+    kind: str
+    buf: object
+    info: BufferInfo
+    peer: int
+    stream: int
+
+
+def check_rank(comm, what: str, name: str, value) -> int:
+    """``value`` (the call's ``name``: peer, root) as a rank of ``comm``, else InvalidUsageError naming the call."""
+    if not isinstance(value, numbers.Integral) or isinstance(value, bool) or not 0 <= value < comm.size:
+        raise InvalidUsageError(f"{what}: {name} must be a rank in [0, {comm.size}), got {value!r}")
+    return int(value)
+
+
+def _itemsize(info: BufferInfo) -> int:
+    """Bytes per element of a checked buffer (an empty one's from its dtype name)."""
+    return info.nbytes // info.count if info.count else DTYPES.get(info.dtype, 1)
+
+
+def _overlap(a: BufferInfo, b: BufferInfo) -> bool:
+    return a.nbytes > 0 and b.nbytes > 0 and a.ptr < b.ptr + b.nbytes and b.ptr < a.ptr + a.nbytes
+
+
+class Staging:
+    """Device buffers a group packs its sends into or unpacks its receives from when it has several; grown on
+    demand, every one kept while the communicator lives (a captured CUDA graph may still read an old one)."""
+
+    def __init__(self):
+        self._buffers: dict[str, list] = {"send": [], "recv": []}
+
+    def get(self, which: str, nbytes: int) -> tuple[int, object]:
+        """(device address, uint8 view) of a ``which`` staging buffer of at least ``nbytes``."""
+        kept = self._buffers[which]
+        if not kept or kept[-1].size < nbytes:
+            kept.append(alloc(max(nbytes, 2 * kept[-1].size if kept else 1 << 16)))
+        buf = kept[-1]
+        return buffer_info(buf).ptr, buf
+
+    def close(self) -> None:
+        self._buffers = {"send": [], "recv": []}
+
+
+def _copy(dst: tuple, dst_off: int, src: tuple, src_off: int, nbytes: int, stream: int) -> None:
+    """Copy ``nbytes`` between (address, uint8 view) pairs on ``stream`` (capturable on GPUs)."""
+    if nbytes == 0:
+        return
+    if IS_SIM:
+        dst[1][dst_off:dst_off + nbytes].copy_to_device(src[1][src_off:src_off + nbytes])
+        return
+    from ..runtime.launch import copy_async
+    copy_async(dst[0] + dst_off, src[0] + src_off, nbytes, stream)
+
+
+def _pair(info: BufferInfo, buf) -> tuple:
+    """(address, uint8 view or None) of a buffer as a Call holds it."""
+    return info.ptr, bytes_view(buf, info) if IS_SIM else None
+
+
+def _moved_by(ops: list[PeerOp]) -> tuple[int, str, int]:
+    """(bytes, dtype or ``mixed``/``none``, digest of the op sizes in order) of one direction's ops with one
+    peer: the digest (11 bits, never 0 for ops) tells ``[7, 1500]`` from ``[1500, 7]``."""
+    dtypes = {o.info.dtype for o in ops}
+    dtype = "none" if not ops else dtypes.pop() if len(dtypes) == 1 else "mixed"
+    sizes = b"".join(_COUNT.pack(o.info.nbytes) for o in ops)
+    return sum(o.info.nbytes for o in ops), dtype, (zlib.crc32(sizes) % 2047 + 1) if ops else 0
+
+
+class Group:
+    """The sends and receives posted since the outermost ``comm.group()`` began, issued together at its end (a
+    send or recv outside a group is a group of its own)."""
+
+    def __init__(self, comm):
+        self.comm, self.depth, self.ops = comm, 0, []
+
+    @contextlib.contextmanager
+    def scope(self):
+        """``with comm.group():`` — nested groups issue at the outermost end; an exception drops the posted ops."""
+        self.depth += 1
+        try:
+            yield
+        except BaseException:
+            self.depth -= 1
+            if self.depth == 0:
+                self.ops = []
+            raise
+        self.depth -= 1
+        if self.depth == 0:
+            ops, self.ops = self.ops, []
+            issue(self.comm, ops)
+
+    def post(self, kind: str, buf, peer, stream) -> None:
+        """Check a send or recv now (bad input raises here, before any launch) and post it."""
+        what = f"{kind} {'to' if kind == 'send' else 'from'} rank {peer}"
+        peer = check_rank(self.comm, kind, "peer", peer)
+        info = buffer_info(buf, self.comm.device)
+        op = PeerOp(kind, buf, info, peer, stream_handle(stream, buf, self.comm.device))
+        if self.ops and op.stream != self.ops[0].stream:
+            raise InvalidUsageError(f"{what}: every send and recv of a group must be on one stream")
+        self.comm.raise_if_failed()
+        if self.depth:
+            self.ops.append(op)
+        else:
+            issue(self.comm, [op])
+
+
+def _check_self(comm, sends: list[PeerOp], recvs: list[PeerOp]) -> None:
+    """A rank's sends to itself must match its receives from itself one by one (count and dtype)."""
+    if len(sends) != len(recvs) or any(s.info.nbytes != r.info.nbytes or s.info.dtype != r.info.dtype
+                                       for s, r in zip(sends, recvs)):
+        mine = [f"{o.info.count} {o.info.dtype}" for o in sends]
+        got = [f"{o.info.count} {o.info.dtype}" for o in recvs]
+        raise InvalidUsageError(f"rank {comm.rank}: its sends to itself ({mine}) do not match its receives from "
+                                f"itself ({got}) one by one")
+
+
+def issue(comm, ops: list[PeerOp]) -> None:
+    """One exchange launch for a group's ``ops`` (nothing when empty): several sends packed into one staging
+    buffer (and several receives unpacked from one) around it; one send buffer and one receive go as they are."""
+    if not ops:
+        return
+    rank, stream = comm.rank, ops[0].stream
+    recv_ops = [o for o in ops if o.kind == "recv"]
+    send_ops = [o for o in ops if o.kind == "send"]
+    by_peer = {p: ([o for o in send_ops if o.peer == p], [o for o in recv_ops if o.peer == p])
+               for p in sorted({o.peer for o in ops})}
+    _check_self(comm, *by_peer.get(rank, ([], [])))
+    if comm.size == 1:  # only sends to itself: copies
+        for s, r in zip(*by_peer[rank]):
+            _copy(_pair(r.info, r.buf), 0, _pair(s.info, s.buf), 0, s.info.nbytes, stream)
+        return
+    for i, r in enumerate(recv_ops):
+        for o in recv_ops[i + 1:] + send_ops:
+            if _overlap(r.info, o.info):
+                raise InvalidUsageError(f"recv from rank {r.peer}: its buffer overlaps another buffer of the group "
+                                        f"({o.kind} {'to' if o.kind == 'send' else 'from'} rank {o.peer})")
+    staged_send = len({(o.info.ptr, o.info.nbytes) for o in send_ops}) > 1 or \
+        any(len(s) > 1 for s, _ in by_peer.values())
+    staged_recv = len(recv_ops) > 1
+    sends, recvs, descriptors = {}, {}, {} if config.get("PYMSCCLPP_CHECK") else None
+    send_at = recv_at = 0
+    packing, unpacking = [], []
+    for p, (s_ops, r_ops) in by_peer.items():
+        s_bytes, s_dtype, s_n = _moved_by(s_ops)
+        r_bytes, r_dtype, r_n = _moved_by(r_ops)
+        if staged_send:
+            for o in s_ops:
+                packing.append((o, send_at))
+                send_at += o.info.nbytes
+        sends[p] = (send_at - s_bytes if staged_send else 0, s_bytes)
+        if staged_recv:
+            for o in r_ops:
+                unpacking.append((o, recv_at))
+                recv_at += o.info.nbytes
+        recvs[p] = (recv_at - r_bytes if staged_recv else 0, r_bytes)
+        if descriptors is not None and p != rank:
+            descriptors[p] = (descriptor("send_recv", s_bytes, s_dtype, root=s_n),
+                              descriptor("send_recv", r_bytes, r_dtype, root=r_n))
+    send = recv = (None, None)
+    staging = comm.extension("exchange-staging", lambda c: Staging())
+    if staged_send:
+        send = staging.get("send", send_at)
+        for o, at in packing:
+            _copy(send, at, _pair(o.info, o.buf), 0, o.info.nbytes, stream)
+    elif send_ops:
+        send = _pair(send_ops[0].info, send_ops[0].buf)
+    if staged_recv:
+        recv = staging.get("recv", recv_at)
+    elif recv_ops:
+        recv = _pair(recv_ops[0].info, recv_ops[0].buf)
+    total = sum(o.info.nbytes for o in ops)
+    dtype = ops[0].info.dtype
+    launch(comm, Call(collective="send_recv", sendbuf=None, recvbuf=None, send=CallBuffer(*send),
+                      recv=CallBuffer(*recv), peer_bytes=total, message_bytes=total, dtype=dtype, op="sum", root=0,
+                      stream=stream, in_place=False, layout=layout(comm.size, sends, recvs, descriptors)))
+    for o, at in unpacking:
+        _copy(_pair(o.info, o.buf), 0, recv, at, o.info.nbytes, stream)
+
+
+def launch(comm, call: Call, algo: str | None = None) -> None:
+    """Launch ``call`` by the collection's choice (or ``algo``); under the simulator its failure raises here."""
+    comm.raise_if_failed()
+    algorithm = comm.algorithms.select(call, algo)
+    algorithm.launch(call)
+    if IS_SIM:
+        comm.check_device_errors()
+
+
+def _counts(what: str, counts, info: BufferInfo, nranks: int) -> list[int]:
+    """Per-peer element counts (None: the buffer split evenly), checked against the buffer."""
+    if counts is None:
+        if info.count % nranks:
+            raise InvalidUsageError(f"all_to_all: {what} is None and the buffer of {info.count} elements does not "
+                                    f"split into {nranks} equal slots")
+        return [info.count // nranks] * nranks
+    counts = list(counts)
+    if len(counts) != nranks or any(not isinstance(c, numbers.Integral) or isinstance(c, bool) or c < 0
+                                    for c in counts):
+        raise InvalidUsageError(f"all_to_all: {what} must be {nranks} non-negative integers, got {counts!r}")
+    if sum(counts) > info.count:
+        raise InvalidUsageError(f"all_to_all: {what} add up to {sum(counts)} elements, the buffer holds "
+                                f"{info.count}")
+    return [int(c) for c in counts]
+
+
+def _agreed_counts(comm, send_counts: list[int], recv_counts: list[int], dtype: str) -> int:
+    """Trade every rank's counts over the bootstrap and raise the same InvalidUsageError on every rank unless
+    rank i sends rank j what j receives from i (and the dtypes agree); the total elements moved."""
+    blob = dtype.encode().ljust(16, b"\0") + b"".join(_COUNT.pack(c) for c in send_counts + recv_counts)
+    rows = comm.bootstrap.all_gather(blob, timeout=comm.timeout_s)
+    n = comm.size
+    table = []
+    for peer, row in enumerate(rows):
+        if len(row) != 16 + 2 * n * _COUNT.size:
+            raise InvalidUsageError(f"all_to_all: rank {peer} sent {len(row)} bytes of counts, expected "
+                                    f"{16 + 2 * n * _COUNT.size}")
+        values = [_COUNT.unpack_from(row, 16 + i * _COUNT.size)[0] for i in range(2 * n)]
+        table.append((row[:16].rstrip(b"\0").decode(errors="replace"), values[:n], values[n:]))
+    for i, (dt_i, send_i, _) in enumerate(table):
+        for j, (dt_j, _, recv_j) in enumerate(table):
+            if send_i[j] != recv_j[i] or dt_i != dt_j:
+                raise InvalidUsageError(f"all_to_all with counts: rank {i} sends rank {j} {send_i[j]} {dt_i}, rank "
+                                        f"{j} receives {recv_j[i]} {dt_j} from rank {i}: the ranks' counts do not "
+                                        "match (checked on every rank before any data moved)")
+    return sum(sum(s) for _, s, _ in table)
+
+
+def all_to_allv(comm, sendbuf, recvbuf, send_counts, recv_counts, stream, algo) -> None:
+    """``all_to_all`` with per-peer element counts: ``send_counts[p]`` elements from offset ``sum(send_counts[:p])``
+    go to rank p, landing at its offset ``sum(recv_counts[:rank])``."""
+    if recvbuf is None:
+        raise InvalidUsageError("all_to_all with counts: a receive buffer is required (it cannot run in place)")
+    send, recv = buffer_info(sendbuf, comm.device), buffer_info(recvbuf, comm.device)
+    if send.dtype != recv.dtype:
+        raise InvalidUsageError(f"all_to_all: send buffer is {send.dtype} but receive buffer is {recv.dtype}")
+    if _overlap(send, recv):
+        raise InvalidUsageError("all_to_all with counts: send and receive buffers overlap (it cannot run in place)")
+    n, size = comm.size, _itemsize(send)
+    sc, rc = _counts("send_counts", send_counts, send, n), _counts("recv_counts", recv_counts, recv, n)
+    if sc[comm.rank] != rc[comm.rank]:
+        raise InvalidUsageError(f"all_to_all: rank {comm.rank} sends itself {sc[comm.rank]} elements but receives "
+                                f"{rc[comm.rank]} from itself")
+    check = config.get("PYMSCCLPP_CHECK")
+    comm.raise_if_failed()
+    moved = _agreed_counts(comm, sc, rc, send.dtype) if check and n > 1 else sum(sc) + sum(rc)
+    if moved == 0:
+        return
+    sends = {p: (sum(sc[:p]) * size, sc[p] * size) for p in range(n)}
+    recvs = {p: (sum(rc[:p]) * size, rc[p] * size) for p in range(n)}
+    descriptors = {p: (descriptor("all_to_allv", sc[p] * size, send.dtype),
+                       descriptor("all_to_allv", rc[p] * size, send.dtype)) for p in range(n)} if check else None
+    handle = stream_handle(stream, sendbuf, comm.device)
+    _run(comm, "all_to_allv", send, sendbuf, recv, recvbuf, sends, recvs, descriptors, send.nbytes, send.dtype,
+         "sum", 0, handle, algo)
+
+
+def _run(comm, collective, send, sendbuf, recv, recvbuf, sends, recvs, descriptors, size, dtype, op, root, stream,
+         algo) -> None:
+    """Launch an exchange collective (one rank: its own range copied)."""
+    if comm.size == 1:
+        (s_off, n), (r_off, _) = sends[0], recvs[0]
+        _copy(_pair(recv, recvbuf), r_off, _pair(send, sendbuf), s_off, n, stream)
+        return
+    table = layout(comm.size, sends, recvs, descriptors)
+    s = (None, None) if send is None else _pair(send, sendbuf)
+    r = (None, None) if recv is None else _pair(recv, recvbuf)
+    launch(comm, Call(collective=collective, sendbuf=None, recvbuf=None, send=CallBuffer(*s), recv=CallBuffer(*r),
+                      peer_bytes=size, message_bytes=size, dtype=dtype, op=op, root=root, stream=stream,
+                      in_place=False, layout=table), algo)
+
+
+def _rooted_descriptors(comm, collective, nbytes, dtype, root, op="sum") -> dict | None:
+    """Pair descriptors of a rooted call moving ``nbytes`` between the root and every other rank, toward the
+    root (gather, reduce) or from it (scatter); nothing between two ranks that are not the root."""
+    if not config.get("PYMSCCLPP_CHECK"):
+        return None
+    to_root = collective != "scatter"
+    out = {}
+    for p in range(comm.size):
+        if p != comm.rank:
+            sends, receives = ((p == root), (comm.rank == root)) if to_root else ((comm.rank == root), (p == root))
+            out[p] = (descriptor(collective, nbytes if sends else 0, dtype, op, root),
+                      descriptor(collective, nbytes if receives else 0, dtype, op, root))
+    return out
+
+
+def gather(comm, sendbuf, recvbuf, root, stream, algo) -> None:
+    """Rank r's ``sendbuf`` lands in slot r of the root's ``recvbuf`` (``size`` slots; only the root's is read, the
+    others may pass None)."""
+    root = check_rank(comm, "gather", "root", root)
+    send = buffer_info(sendbuf, comm.device)
+    recv = None
+    if comm.rank == root:
+        if recvbuf is None:
+            raise InvalidUsageError(f"gather: the root (rank {root}) needs a receive buffer of {comm.size} x "
+                                    f"{send.count} elements")
+        recv = buffer_info(recvbuf, comm.device)
+        if recv.dtype != send.dtype or recv.nbytes != comm.size * send.nbytes:
+            raise InvalidUsageError(f"gather: the root's receive buffer has {recv.count} {recv.dtype}, expected "
+                                    f"{comm.size * send.count} {send.dtype} ({comm.size} slots of the send buffer)")
+        if _overlap(send, recv) and send.ptr != recv.ptr + root * send.nbytes:
+            raise InvalidUsageError(f"gather: send and receive buffers overlap; in place, pass slot {root} of the "
+                                    "receive buffer")
+    comm.raise_if_failed()
+    if send.nbytes == 0:
+        return
+    n = send.nbytes
+    sends = {root: (0, n)}  # at the root: its own slot, copied
+    recvs = {p: (p * n, n) for p in range(comm.size)} if comm.rank == root else {}
+    _run(comm, "gather", send, sendbuf, recv, recvbuf, sends, recvs,
+         _rooted_descriptors(comm, "gather", n, send.dtype, root), n * comm.size, send.dtype, "sum", root,
+         stream_handle(stream, sendbuf, comm.device), algo)
+
+
+def scatter(comm, sendbuf, recvbuf, root, stream, algo) -> None:
+    """Slot r of the root's ``sendbuf`` (``size`` slots) lands in rank r's ``recvbuf`` (only the root's
+    ``sendbuf`` is read, the others may pass None)."""
+    root = check_rank(comm, "scatter", "root", root)
+    if recvbuf is None:
+        raise InvalidUsageError("scatter: every rank needs a receive buffer")
+    recv = buffer_info(recvbuf, comm.device)
+    send = None
+    if comm.rank == root:
+        if sendbuf is None:
+            raise InvalidUsageError(f"scatter: the root (rank {root}) needs a send buffer of {comm.size} x "
+                                    f"{recv.count} elements")
+        send = buffer_info(sendbuf, comm.device)
+        if recv.dtype != send.dtype or send.nbytes != comm.size * recv.nbytes:
+            raise InvalidUsageError(f"scatter: the root's send buffer has {send.count} {send.dtype}, expected "
+                                    f"{comm.size * recv.count} {recv.dtype} ({comm.size} slots of the receive "
+                                    "buffer)")
+        if _overlap(send, recv) and recv.ptr != send.ptr + root * recv.nbytes:
+            raise InvalidUsageError(f"scatter: send and receive buffers overlap; in place, pass slot {root} of the "
+                                    "send buffer")
+    comm.raise_if_failed()
+    if recv.nbytes == 0:
+        return
+    n = recv.nbytes
+    sends = {p: (p * n, n) for p in range(comm.size)} if comm.rank == root else {}
+    recvs = {root: (0, n)}  # at the root: its own slot, copied
+    _run(comm, "scatter", send, sendbuf, recv, recvbuf, sends, recvs,
+         _rooted_descriptors(comm, "scatter", n, recv.dtype, root), n * comm.size, recv.dtype, "sum", root,
+         stream_handle(stream, recvbuf, comm.device), algo)
+
+
+def reduce(comm, sendbuf, recvbuf, root, op, stream, algo) -> None:
+    """Every rank's ``sendbuf`` reduced with ``op`` in rank order into the root's ``recvbuf`` (None: in place;
+    the others' ``recvbuf`` is not read or written and may be None)."""
+    root = check_rank(comm, "reduce", "root", root)
+    send = buffer_info(sendbuf, comm.device)
+    if send.dtype not in red.DTYPE_KINDS or op not in red.OPS:
+        why = (f"cannot reduce dtype {send.dtype}: supported are {', '.join(red.DTYPE_KINDS)}"
+               if send.dtype not in red.DTYPE_KINDS else f"unknown reduction op {op!r}: supported are "
+               f"{', '.join(red.OPS)}")
+        raise InvalidUsageError(f"reduce: {why}")
+    recv = send
+    if comm.rank == root and recvbuf is not None and recvbuf is not sendbuf:
+        recv = buffer_info(recvbuf, comm.device)
+        if recv.dtype != send.dtype or recv.nbytes != send.nbytes:
+            raise InvalidUsageError(f"reduce: the root's receive buffer has {recv.count} {recv.dtype}, expected "
+                                    f"{send.count} {send.dtype}")
+        if _overlap(send, recv) and recv.ptr != send.ptr:
+            raise InvalidUsageError("reduce: send and receive buffers overlap; in place, pass the same buffer")
+    comm.raise_if_failed()
+    if send.nbytes == 0:
+        return
+    n = send.nbytes
+    out = recvbuf if comm.rank == root and recvbuf is not None else sendbuf
+    if comm.size == 1:
+        _copy(_pair(recv, out), 0, _pair(send, sendbuf), 0, n, stream_handle(stream, sendbuf, comm.device))
+        return
+    if comm.rank == root:  # its own row: where its input and output start
+        sends, recvs = {root: (0, 0)}, {p: (0, n if p != root else 0) for p in range(comm.size)}
+    else:
+        sends, recvs = {root: (0, n)}, {}
+    _run(comm, "reduce", send, sendbuf, recv if comm.rank == root else None, out, sends, recvs,
+         _rooted_descriptors(comm, "reduce", n, send.dtype, root, op), n, send.dtype, op, root,
+         stream_handle(stream, sendbuf, comm.device), algo)

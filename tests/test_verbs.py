@@ -1,0 +1,148 @@
+"""send/recv with groups, all-to-all with counts, gather, scatter, reduce and avg across simulator ranks: results
+against NumPy, groups that cannot deadlock, mismatches raising on both ranks, bad input raising before launch."""
+
+from __future__ import annotations
+
+import pytest
+
+import verb_cases as vc
+from rankpool import PoolCache, RankPool
+
+pool = PoolCache(env={"PYMSCCLPP_TIMEOUT_S": "30"})
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _close_pools():
+    yield
+    pool.close()
+
+
+@pytest.mark.parametrize("size", [2, 3])
+def test_a_grouped_ring_of_sends_and_receives_delivers_every_buffer(size):
+    # 3000 floats: three of the simulator's 4 KB rounds per peer, so credits and halves turn over
+    pool(size).run(vc.ring, count=3000, repeat=2)
+
+
+def test_a_ring_without_a_group_delivers_when_ranks_alternate_send_and_recv():
+    pool(2).run(vc.ring, count=500, grouped=False)
+
+
+@pytest.mark.parametrize("dtype", ["float16", "int32", "uint8"])
+def test_send_recv_moves_any_dtype_and_odd_counts(dtype):
+    pool(2).run(vc.ring, count=1001, dtype=dtype)
+
+
+def test_a_group_of_many_sends_and_receives_in_any_order_including_to_itself_does_not_deadlock():
+    # rank 0 sends rank 1 twice, both send to themselves, 2 <-> 0 and 1 -> 2, counts of several rounds
+    plan = [(0, 1, 1500), (0, 1, 7), (1, 0, 2100), (0, 0, 33), (1, 1, 5), (2, 0, 1200), (0, 2, 64), (1, 2, 3)]
+    names = pool(3).run(vc.send_recv_plan, plan=plan)
+    assert names == ["exchange"] * 3
+
+
+def _failing(fn, rank_env=None, **params) -> list:
+    """``fn`` on a pool of its own: its communicators fail for good."""
+    p = RankPool(2, env={"PYMSCCLPP_TIMEOUT_S": "30"}, rank_env=rank_env)
+    try:
+        return p.run(fn, **params)
+    finally:
+        p.close()
+
+
+@pytest.mark.parametrize("case", ["count", "dtype"])
+def test_a_send_that_does_not_match_its_recv_raises_on_both_ranks_naming_both_sides(case):
+    texts = _failing(vc.mismatched_send_recv, case=case)
+    want = "128 float32" if case == "count" else "64 int32"
+    for rank, text in enumerate(texts):
+        assert "64 float32" in text and want in text and f"rank {1 - rank}" in text, text
+
+
+def test_sends_matched_to_receives_of_other_sizes_in_order_raise_on_both_ranks():
+    for text in _failing(vc.reordered_sends):
+        assert "1507 float32" in text and "op sizes" in text, text
+
+
+@pytest.mark.parametrize("case,words", [("peer", "peer must be a rank in [0, 2)"),
+                                        ("self_count", "sends to itself"), ("overlap", "overlaps")])
+def test_bad_send_recv_arguments_raise_before_any_launch(case, words):
+    for text in pool(2).run(vc.bad_p2p, case=case):
+        assert words in text, text
+
+
+@pytest.mark.parametrize("size,counts", [
+    (2, [[3, 1500], [0, 2001]]),
+    (3, [[5, 0, 1100], [7, 9, 0], [1, 1030, 4]]),
+])
+def test_all_to_all_with_uneven_counts_matches_numpy(size, counts):
+    pool(size).run(vc.all_to_allv, counts=counts)
+
+
+def test_all_to_all_with_even_counts_equals_the_even_all_to_all():
+    pool(3).run(vc.all_to_allv, counts=[[40] * 3] * 3, dtype="int32")
+
+
+def test_all_to_all_counts_that_disagree_raise_on_every_rank_before_data_moves():
+    for text in pool(3).run(vc.mismatched_counts):
+        assert "rank 0 sends rank 1 5 float32, rank 1 receives 4 float32 from rank 0" in text, text
+
+
+@pytest.mark.parametrize("verb", ["gather", "scatter", "reduce"])
+@pytest.mark.parametrize("size,root", [(2, 0), (3, 2)])
+def test_rooted_verbs_match_numpy(verb, size, root):
+    pool(size).run(vc.rooted, verb=verb, count=1100, root=root)
+
+
+@pytest.mark.parametrize("dtype,op", [("float16", "max"), ("int32", "prod"), ("uint8", "min")])
+def test_reduce_serves_every_dtype_and_op(dtype, op):
+    pool(3).run(vc.rooted, verb="reduce", count=301, root=1, dtype=dtype, op=op)
+
+
+def test_reduce_in_place_on_the_root():
+    pool(2).run(vc.rooted, verb="reduce", count=77, root=1, inplace=True)
+
+
+@pytest.mark.parametrize("verb,algo", [("all_reduce", "packet"), ("all_reduce", "simple"), ("all_reduce", "rsag"),
+                                       ("reduce_scatter", None), ("reduce", None)])
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16", "int32"])
+def test_avg_divides_the_sum_in_the_kernel(verb, algo, dtype):
+    pool(3).run(vc.avg, verb=verb, count=99, dtype=dtype, algo=algo)
+
+
+@pytest.mark.parametrize("size,dtype,redop", [(2, "float32", "sum"), (3, "float16", "max")])
+def test_every_verbs_benchmark_case_checks_out_on_the_simulator(size, dtype, redop):
+    pool(size).run(vc.bench_cases, dtype=dtype, redop=redop)
+
+
+hosts = PoolCache(env={"PYMSCCLPP_TIMEOUT_S": "30"})
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _close_host_pools():
+    yield
+    hosts.close()
+
+
+def _two_hosts(size: int):
+    """``size`` ranks faked onto two hosts (PYMSCCLPP_HOST_ID): the verbs go over PortChannels."""
+    return hosts(size, [{"PYMSCCLPP_HOST_ID": f"host-{r % 2}"} for r in range(size)])
+
+
+def test_send_recv_across_two_hosts_delivers_a_ring_and_a_group_with_self_sends():
+    _two_hosts(2).run(vc.ring, count=2500, repeat=2)
+    names = _two_hosts(3).run(vc.send_recv_plan, plan=[(0, 1, 1500), (1, 0, 7), (2, 2, 9), (1, 2, 1100)])
+    assert names == ["cross_host"] * 3
+
+
+def test_all_to_all_with_uneven_counts_across_two_hosts_matches_numpy():
+    _two_hosts(3).run(vc.all_to_allv, counts=[[5, 0, 1100], [7, 9, 0], [1, 1030, 4]])
+
+
+@pytest.mark.parametrize("verb", ["gather", "scatter", "reduce"])
+def test_rooted_verbs_across_two_hosts_match_numpy(verb):
+    _two_hosts(3).run(vc.rooted, verb=verb, count=1100, root=1)
+
+
+def test_a_mismatched_send_across_hosts_raises_on_both_ranks_before_launch():
+    texts = _failing(vc.mismatched_send_recv, rank_env=[{"PYMSCCLPP_HOST_ID": f"host-{r}"} for r in range(2)],
+                     case="count")
+    for text in texts:
+        assert "64 float32" in text and "128 float32" in text and "found on the host" in text, text

@@ -1,0 +1,224 @@
+"""Rank functions for the verb tests (send/recv groups, all-to-all with counts, gather, scatter, reduce, avg):
+the rank pools' ``fn(comm, state, **params)`` form, each checking its results against NumPy itself."""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import cuda
+
+from pymscclpp.errors import CallMismatchError, InvalidUsageError
+from pymscclpp.testing import reference
+from pymscclpp.testing.calls import np_dtype
+
+
+def data(rank: int, count: int, dtype: str = "float32", seed: int = 0) -> np.ndarray:
+    """Rank ``rank``'s input: small integers, exact in every dtype and order of summation."""
+    rng = np.random.default_rng([seed, rank])
+    if dtype == "uint8":
+        return rng.integers(0, 4, count).astype(np.uint8)
+    return rng.integers(-8, 9, count).astype(np_dtype(dtype))
+
+
+def _sync(comm) -> None:
+    cuda.synchronize()
+    comm.check_device_errors()
+
+
+def send_recv_plan(comm, state, plan: list, seed: int = 0) -> str:
+    """Run ``plan`` [(src, dst, count), ...] in one group, every rank posting its own ops in a rank-specific
+    order (recvs before sends on odd ranks, peers in descending order on even ones, self-sends included; ops
+    with one peer in one direction in plan order, as NCCL matches them); each recv gets exactly what its sender
+    sent; the algorithm's name."""
+    me = comm.rank
+    ops = []
+    for i, (src, dst, count) in enumerate(plan):
+        if src == me:
+            ops.append(("send", i, dst, cuda.to_device(data(100 * i + src, count, "float32", seed))))
+        if dst == me:
+            ops.append(("recv", i, src, cuda.to_device(np.full(count, -99, np.float32))))
+    if me % 2:
+        ops.sort(key=lambda o: (o[0] != "recv", o[1]))
+    else:
+        ops.sort(key=lambda o: (-o[2], o[1]))
+    with comm.group():
+        for kind, _, peer, buf in ops:
+            (comm.send if kind == "send" else comm.recv)(buf, peer)
+    _sync(comm)
+    for kind, i, peer, buf in ops:
+        if kind == "recv":
+            np.testing.assert_array_equal(buf.copy_to_host(), data(100 * i + peer, plan[i][2], "float32", seed))
+    served = comm.last_algorithm("send_recv")
+    return served.name if served else ""
+
+
+def ring(comm, state, count: int, dtype: str = "float32", grouped: bool = True, repeat: int = 1) -> None:
+    """Every rank sends to the next and receives from the previous (one send and one recv buffer: no staging)."""
+    n, me = comm.size, comm.rank
+    for it in range(repeat):
+        send = cuda.to_device(data(me, count, dtype, it))
+        recv = cuda.to_device(np.zeros(count, np_dtype(dtype)))
+        if grouped:
+            with comm.group():
+                comm.recv(recv, (me - 1) % n)
+                comm.send(send, (me + 1) % n)
+        elif me % 2 == 0:
+            comm.send(send, (me + 1) % n)
+            comm.recv(recv, (me - 1) % n)
+        else:
+            comm.recv(recv, (me - 1) % n)
+            comm.send(send, (me + 1) % n)
+        _sync(comm)
+        np.testing.assert_array_equal(recv.copy_to_host(), data((me - 1) % n, count, dtype, it))
+
+
+def mismatched_send_recv(comm, state, case: str) -> str:
+    """Rank 0 sends rank 1 what rank 1 does not expect (``count`` or ``dtype``): both raise CallMismatchError
+    naming the peer and both sides; the receive buffer is untouched. The error text."""
+    count, dtype = 64, "float32"
+    if comm.rank == 0:
+        try:
+            comm.send(cuda.to_device(data(0, count, dtype)), 1)
+            _sync(comm)
+        except CallMismatchError as exc:
+            return str(exc)
+        raise AssertionError("rank 0: a mismatched send did not raise")
+    if comm.rank == 1:
+        other = (count * 2, dtype) if case == "count" else (count, "int32")
+        buf = cuda.to_device(np.full(other[0], 7, np_dtype(other[1])))
+        try:
+            comm.recv(buf, 0)
+            _sync(comm)
+        except CallMismatchError as exc:
+            assert (buf.copy_to_host() == 7).all()
+            return str(exc)
+        raise AssertionError("rank 1: a mismatched recv did not raise")
+    return ""
+
+
+def reordered_sends(comm, state) -> str:
+    """Rank 0 sends rank 1 7 then 1500 elements, rank 1 receives 1500 then 7 (same totals, same op count): both
+    raise CallMismatchError (the pair descriptors digest the op sizes in order); the error text."""
+    sizes = [7, 1500] if comm.rank == 0 else [1500, 7]
+    bufs = [cuda.to_device(np.zeros(n, np.float32)) for n in sizes]
+    try:
+        with comm.group():
+            for b in bufs:
+                (comm.send if comm.rank == 0 else comm.recv)(b, 1 - comm.rank)
+        _sync(comm)
+    except CallMismatchError as exc:
+        return str(exc)
+    raise AssertionError("reordered sends did not raise")
+
+
+def bad_p2p(comm, state, case: str) -> str:
+    """A send or recv with bad arguments raises InvalidUsageError before any launch; the error text."""
+    buf = cuda.to_device(np.zeros(8, np.float32))
+    try:
+        if case == "peer":
+            comm.send(buf, comm.size)
+        elif case == "self_count":
+            with comm.group():
+                comm.send(buf, comm.rank)
+                comm.recv(cuda.to_device(np.zeros(4, np.float32)), comm.rank)
+        elif case == "overlap":
+            with comm.group():
+                comm.recv(buf[:4], (comm.rank + 1) % comm.size)
+                comm.recv(buf[2:6], (comm.rank - 1) % comm.size)
+    except InvalidUsageError as exc:
+        return str(exc)
+    raise AssertionError(f"{case}: no error")
+
+
+def all_to_allv(comm, state, counts: list, dtype: str = "float32", seed: int = 0) -> None:
+    """``counts[i][j]``: elements rank i sends rank j; every rank's receive buffer holds what NumPy says."""
+    n, me = comm.size, comm.rank
+    send_counts = counts[me]
+    recv_counts = [counts[j][me] for j in range(n)]
+    x = data(me, sum(send_counts), dtype, seed)
+    send = cuda.to_device(x)
+    recv = cuda.to_device(np.full(sum(recv_counts) + 3, 55, np_dtype(dtype)))  # 3 past the end stay untouched
+    comm.all_to_all(send, recv, send_counts=send_counts, recv_counts=recv_counts)
+    _sync(comm)
+    parts = []
+    for j in range(n):
+        xj = data(j, sum(counts[j]), dtype, seed)
+        start = sum(counts[j][:me])
+        parts.append(xj[start:start + counts[j][me]])
+    want = np.concatenate(parts + [np.full(3, 55, np_dtype(dtype))])
+    np.testing.assert_array_equal(recv.copy_to_host(), want)
+    np.testing.assert_array_equal(send.copy_to_host(), x)
+
+
+def mismatched_counts(comm, state) -> str:
+    """Rank 0 says it sends rank 1 one element more than rank 1 receives: every rank raises before any data
+    moves (buffers untouched); the error text."""
+    n = comm.size
+    send_counts = [4] * n
+    recv_counts = [4] * n
+    if comm.rank == 0:
+        send_counts[1] = 5
+    recv = cuda.to_device(np.full(4 * n, 9, np.float32))
+    try:
+        comm.all_to_all(cuda.to_device(np.zeros(sum(send_counts), np.float32)), recv, send_counts=send_counts,
+                        recv_counts=recv_counts)
+    except InvalidUsageError as exc:
+        assert (recv.copy_to_host() == 9).all()
+        return str(exc)
+    raise AssertionError("mismatched counts did not raise")
+
+
+def rooted(comm, state, verb: str, count: int, root: int, dtype: str = "float32", op: str = "sum",
+           inplace: bool = False, seed: int = 0) -> None:
+    """``gather``, ``scatter`` or ``reduce`` against the NumPy reference; non-roots pass None where allowed."""
+    n, me = comm.size, comm.rank
+    inputs = [data(r, count * (n if verb == "scatter" else 1), dtype, seed) for r in range(n)]
+    x = inputs[me]
+    if verb == "gather":
+        recv = cuda.to_device(np.zeros(count * n, np_dtype(dtype))) if me == root else None
+        comm.gather(cuda.to_device(x), recv, root=root)
+        want = np.concatenate(inputs)
+    elif verb == "scatter":
+        recv = cuda.to_device(np.zeros(count, np_dtype(dtype)))
+        comm.scatter(cuda.to_device(x) if me == root else None, recv, root=root)
+        want = inputs[root][me * count:(me + 1) * count]
+    else:
+        send = cuda.to_device(x)
+        recv = send if inplace else (cuda.to_device(np.zeros(count, np_dtype(dtype))) if me == root else None)
+        comm.reduce(send, None if inplace else recv, root=root, op=op)
+        want = reference.all_reduce(inputs, op)[0]
+    _sync(comm)
+    if recv is not None and (verb == "scatter" or me == root):
+        np.testing.assert_array_equal(recv.copy_to_host(), want)
+
+
+def avg(comm, state, verb: str, count: int, dtype: str, algo: str | None = None) -> None:
+    """``op="avg"`` of all_reduce, reduce_scatter or reduce equals the reference (the sum divided in the kernel)."""
+    n, me = comm.size, comm.rank
+    inputs = [data(r, count * (n if verb == "reduce_scatter" else 1), dtype, 3) for r in range(n)]
+    send = cuda.to_device(inputs[me])
+    if verb == "all_reduce":
+        recv = cuda.to_device(np.zeros(count, np_dtype(dtype)))
+        comm.all_reduce(send, recv, op="avg", algo=algo)
+        want = reference.all_reduce(inputs, "avg")[me]
+    elif verb == "reduce_scatter":
+        recv = cuda.to_device(np.zeros(count, np_dtype(dtype)))
+        comm.reduce_scatter(send, recv, op="avg", algo=algo)
+        want = reference.reduce_scatter(inputs, "avg")[me]
+    else:
+        recv = cuda.to_device(np.zeros(count, np_dtype(dtype)))
+        comm.reduce(send, recv, root=0, op="avg")
+        want = reference.all_reduce(inputs, "avg")[0] if me == 0 else np.zeros(count, np_dtype(dtype))
+    _sync(comm)
+    np.testing.assert_array_equal(recv.copy_to_host(), want)
+
+
+def bench_cases(comm, state, dtype: str, redop: str) -> None:
+    """Every verb's simulator benchmark case (``python -m pymscclpp.bench --op VERB``) gives the result it
+    expects, twice in a row."""
+    from pymscclpp.bench.verb_cases import VERBS, make_sim_verb_case
+    for op in VERBS:
+        _, call, out, want, _ = make_sim_verb_case(op, comm, np_dtype(dtype), 4096, redop, None)
+        for _ in range(2):
+            call()
+            _sync(comm)
+            np.testing.assert_array_equal(out.copy_to_host(), want, err_msg=op)

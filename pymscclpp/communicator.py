@@ -249,8 +249,7 @@ class Communicator(_RuntimeCommunicator):
             (send.ptr == recv.ptr + self.rank * send.nbytes if collective == "all_gather"
              else recv.ptr == send.ptr + self.rank * recv.nbytes)
         call = Call(collective=collective, sendbuf=sendbuf, recvbuf=out,
-                    send=CallBuffer(send.ptr, bytes_view(sendbuf, send) if IS_SIM else None),
-                    recv=CallBuffer(recv.ptr, bytes_view(out, recv) if IS_SIM else None), peer_bytes=peer_bytes,
+                    send=CallBuffer(send.ptr, send.array), recv=CallBuffer(recv.ptr, recv.array), peer_bytes=peer_bytes,
                     message_bytes=message_bytes, dtype=send.dtype, op=op if collective in REDUCING else "sum",
                     root=root, stream=stream_handle(stream, sendbuf, self.device), in_place=in_place)
         algorithm = self._served[collective] = self.algorithms.select(call, algo)

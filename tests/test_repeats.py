@@ -116,3 +116,24 @@ def test_a_registration_since_the_call_makes_it_a_new_call():
     cache.remember(("k",), x, None, ByAddress(), call_on(x, x))
     collection.generation += 1
     assert cache.find(("k",), x, None) is None
+
+
+def test_each_memo_of_a_call_is_forgotten_on_another_dtype_size_or_registration_and_follows_the_stream():
+    pytest.importorskip("torch")
+    import repeat_cases
+    from rankpool import RankPool
+    pool = RankPool(2, env={"PYMSCCLPP_TIMEOUT_S": "30"})
+    try:
+        seen = pool.run(repeat_cases.memo_invalidations)
+    finally:
+        pool.close()
+    for rank in seen:
+        assert rank["first"] == [
+            (False, 7, "float32", 128),  # checked and chosen
+            (True, 7, "float32", 128),   # repeated as the kept call
+            (True, 9, "float32", 128),   # repeated, on the stream this call names
+            (False, 9, "int32", 128),    # another dtype at the same address: checked afresh
+            (True, 9, "float32", 128),   # a new tensor where the freed one was, alike: the same call
+            (False, 9, "float32", 64),   # the same address, fewer elements: checked afresh
+        ], rank
+        assert rank["second"] == [(False, 9, "float32", 64), (True, 9, "float32", 64)], rank

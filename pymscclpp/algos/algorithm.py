@@ -46,10 +46,11 @@ class CallBuffer(NamedTuple):
 class Call:
     """One checked collective call, as an algorithm launches it. ``sendbuf``/``recvbuf`` are the caller's
     buffers (``recvbuf`` is ``sendbuf`` in place); ``send``/``recv`` the same buffers as kernels take them;
-    ``peer_bytes`` is what one rank sends one peer; ``message_bytes`` the message size selection reads. A call the
-    Communicator remembers for an algorithm whose launch reads addresses only has no buffer objects (None:
-    ``algos.repeats``), and is the same object each time it is repeated. ``layout``: an exchange call's per-peer
-    table (``algos.exchange``; send/recv, all-to-all with counts, gather, scatter, reduce), else empty."""
+    ``peer_bytes`` is what one rank sends one peer; ``message_bytes`` the message size selection reads. ``kept``:
+    a call the Communicator remembers (``algos.repeats``) and launches again as this very object; for an
+    algorithm whose launch reads addresses only it holds no buffer objects (``sendbuf``/``recvbuf`` None), so a
+    launch may key what it prepared by the call's identity. ``layout``: an exchange call's per-peer table
+    (``algos.exchange``; send/recv, all-to-all with counts, gather, scatter, reduce), else empty."""
 
     collective: str
     sendbuf: object
@@ -64,6 +65,7 @@ class Call:
     stream: int
     in_place: bool
     layout: tuple = ()
+    kept: bool = False
 
 
 class Algorithm:

@@ -101,7 +101,7 @@ class AlgorithmCollection:
         self._factories = builtin_factories()
         self._built: dict[tuple[str, str], Algorithm] = {}
         self._ready: set[tuple[str, str]] = set()
-        self._choice: dict[tuple, Algorithm] = {}
+        self._choice: dict[tuple, Algorithm] = {}  # call shape -> choice; cleared by a registration
         self._preferred: list[tuple[str, str]] = []  # registered to be tried before the table, newest first
         self.generation = 0  # bumped by every registration: choices made before it are stale
         self.served: dict[str, Algorithm] = {}  # collective -> the algorithm ``select`` last chose

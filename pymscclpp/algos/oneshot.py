@@ -90,7 +90,7 @@ class OneShot(Algorithm):
         args.update(dict.fromkeys(self.params, 0))
         self.kernel_launch = Launch(self.kernels[self.protocol], self.blocks, self.threads, args,
                                     argtypes=self.argtypes(comm.size))
-        self._bound: Call | None = None  # the call whose buffers and integers the launch's slots hold
+        self._bound: Call | None = None  # the call whose buffers and integers the launch's slots hold (by identity)
 
     params: tuple = ()  # the kernel's per-call integers after ``nranks``
 
@@ -117,8 +117,8 @@ class OneShot(Algorithm):
         (a repeat) goes out with its slots as they are; a call the Communicator keeps goes out as its own graph
         once it has been launched twice, whichever calls came between."""
         launch = self.kernel_launch
-        # a Call without buffer objects is one the Communicator keeps (algos.repeats): stable, so its own key
-        kept = call if call.sendbuf is None else None
+        # a call the Communicator keeps (algos.repeats) is the same object each repeat: its own graph's key
+        kept = call if call.kept else None
         if kept is not None and launch.launch_kept(kept, call.stream):
             return
         if call is not self._bound:

@@ -85,8 +85,8 @@ class RepeatCache:
         if checks[0] is None or checks[1] is None:
             return
         by_address = not algorithm.launch_reads_buffers
-        if by_address:
-            call = dataclasses.replace(call, sendbuf=None, recvbuf=None)
+        dropped = {"sendbuf": None, "recvbuf": None} if by_address else {}  # keep no buffer alive
+        call = dataclasses.replace(call, kept=True, **dropped)
         refs = tuple(_dead if b is None else weakref.ref(b) for b in (sendbuf, recvbuf))
         entry = Remembered(refs, checks, (checks[0](sendbuf), checks[1](recvbuf)), algorithm, call, current_stream,
                            self._collection.generation)

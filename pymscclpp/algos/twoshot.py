@@ -85,7 +85,7 @@ class ZeroCopyTwoStep(OneShot):
         if launch is None:
             super().launch(call)
             return
-        kept = call if call.sendbuf is None else None
+        kept = call if call.kept else None
         if kept is not None and launch.launch_kept(kept, call.stream):
             return
         self.bind_zero_copy(launch, call)

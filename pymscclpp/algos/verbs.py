@@ -17,7 +17,7 @@ from ..channels import reduce as red
 from ..errors import InvalidUsageError
 from .. import config
 from ..runtime.backend import IS_SIM
-from ..runtime.buffers import BufferInfo, buffer_info, bytes_view, stream_handle
+from ..runtime.buffers import BufferInfo, buffer_info, stream_handle
 from ..runtime.fingerprint import DTYPES
 from ..runtime.memory import alloc
 from .algorithm import Call, CallBuffer
@@ -60,32 +60,32 @@ class Staging:
     def __init__(self):
         self._buffers: dict[str, list] = {"send": [], "recv": []}
 
-    def get(self, which: str, nbytes: int) -> tuple[int, object]:
-        """(device address, uint8 view) of a ``which`` staging buffer of at least ``nbytes``."""
+    def get(self, which: str, nbytes: int) -> CallBuffer:
+        """A ``which`` staging buffer of at least ``nbytes`` (address and uint8 view), as a Call holds it."""
         kept = self._buffers[which]
         if not kept or kept[-1].size < nbytes:
             kept.append(alloc(max(nbytes, 2 * kept[-1].size if kept else 1 << 16)))
         buf = kept[-1]
-        return buffer_info(buf).ptr, buf
+        return CallBuffer(buffer_info(buf).ptr, buf)
 
     def close(self) -> None:
         self._buffers = {"send": [], "recv": []}
 
 
-def _copy(dst: tuple, dst_off: int, src: tuple, src_off: int, nbytes: int, stream: int) -> None:
-    """Copy ``nbytes`` between (address, uint8 view) pairs on ``stream`` (capturable on GPUs)."""
+def _copy(dst: CallBuffer, dst_off: int, src: CallBuffer, src_off: int, nbytes: int, stream: int) -> None:
+    """Copy ``nbytes`` between buffers as Calls hold them, on ``stream`` (capturable on GPUs)."""
     if nbytes == 0:
         return
     if IS_SIM:
-        dst[1][dst_off:dst_off + nbytes].copy_to_device(src[1][src_off:src_off + nbytes])
+        dst.array[dst_off:dst_off + nbytes].copy_to_device(src.array[src_off:src_off + nbytes])
         return
     from ..runtime.launch import copy_async
-    copy_async(dst[0] + dst_off, src[0] + src_off, nbytes, stream)
+    copy_async(dst.ptr + dst_off, src.ptr + src_off, nbytes, stream)
 
 
-def _pair(info: BufferInfo, buf) -> tuple:
-    """(address, uint8 view or None) of a buffer as a Call holds it."""
-    return info.ptr, bytes_view(buf, info) if IS_SIM else None
+def _pair(info: BufferInfo) -> CallBuffer:
+    """A checked buffer as a Call holds it."""
+    return CallBuffer(info.ptr, info.array)
 
 
 def _moved_by(ops: list[PeerOp]) -> tuple[int, str, int]:
@@ -158,7 +158,7 @@ def issue(comm, ops: list[PeerOp]) -> None:
     _check_self(comm, *by_peer.get(rank, ([], [])))
     if comm.size == 1:  # only sends to itself: copies
         for s, r in zip(*by_peer[rank]):
-            _copy(_pair(r.info, r.buf), 0, _pair(s.info, s.buf), 0, s.info.nbytes, stream)
+            _copy(_pair(r.info), 0, _pair(s.info), 0, s.info.nbytes, stream)
         return
     for i, r in enumerate(recv_ops):
         for o in recv_ops[i + 1:] + send_ops:
@@ -187,25 +187,25 @@ def issue(comm, ops: list[PeerOp]) -> None:
         if descriptors is not None and p != rank:
             descriptors[p] = (descriptor("send_recv", s_bytes, s_dtype, root=s_n),
                               descriptor("send_recv", r_bytes, r_dtype, root=r_n))
-    send = recv = (None, None)
+    send = recv = CallBuffer(None)
     staging = comm.extension("exchange-staging", lambda c: Staging())
     if staged_send:
         send = staging.get("send", send_at)
         for o, at in packing:
-            _copy(send, at, _pair(o.info, o.buf), 0, o.info.nbytes, stream)
+            _copy(send, at, _pair(o.info), 0, o.info.nbytes, stream)
     elif send_ops:
-        send = _pair(send_ops[0].info, send_ops[0].buf)
+        send = _pair(send_ops[0].info)
     if staged_recv:
         recv = staging.get("recv", recv_at)
     elif recv_ops:
-        recv = _pair(recv_ops[0].info, recv_ops[0].buf)
+        recv = _pair(recv_ops[0].info)
     total = sum(o.info.nbytes for o in ops)
     dtype = ops[0].info.dtype
-    launch(comm, Call(collective="send_recv", sendbuf=None, recvbuf=None, send=CallBuffer(*send),
-                      recv=CallBuffer(*recv), peer_bytes=total, message_bytes=total, dtype=dtype, op="sum", root=0,
+    launch(comm, Call(collective="send_recv", sendbuf=None, recvbuf=None, send=send,
+                      recv=recv, peer_bytes=total, message_bytes=total, dtype=dtype, op="sum", root=0,
                       stream=stream, in_place=False, layout=layout(comm.size, sends, recvs, descriptors)))
     for o, at in unpacking:
-        _copy(_pair(o.info, o.buf), 0, recv, at, o.info.nbytes, stream)
+        _copy(_pair(o.info), 0, recv, at, o.info.nbytes, stream)
 
 
 def launch(comm, call: Call, algo: str | None = None) -> None:
@@ -290,12 +290,12 @@ def _run(comm, collective, send, sendbuf, recv, recvbuf, sends, recvs, descripto
     """Launch an exchange collective (one rank: its own range copied)."""
     if comm.size == 1:
         (s_off, n), (r_off, _) = sends[0], recvs[0]
-        _copy(_pair(recv, recvbuf), r_off, _pair(send, sendbuf), s_off, n, stream)
+        _copy(_pair(recv), r_off, _pair(send), s_off, n, stream)
         return
     table = layout(comm.size, sends, recvs, descriptors)
-    s = (None, None) if send is None else _pair(send, sendbuf)
-    r = (None, None) if recv is None else _pair(recv, recvbuf)
-    launch(comm, Call(collective=collective, sendbuf=None, recvbuf=None, send=CallBuffer(*s), recv=CallBuffer(*r),
+    s = CallBuffer(None) if send is None else _pair(send)
+    r = CallBuffer(None) if recv is None else _pair(recv)
+    launch(comm, Call(collective=collective, sendbuf=None, recvbuf=None, send=s, recv=r,
                       peer_bytes=size, message_bytes=size, dtype=dtype, op=op, root=root, stream=stream,
                       in_place=False, layout=table), algo)
 
@@ -398,7 +398,7 @@ def reduce(comm, sendbuf, recvbuf, root, op, stream, algo) -> None:
     n = send.nbytes
     out = recvbuf if comm.rank == root and recvbuf is not None else sendbuf
     if comm.size == 1:
-        _copy(_pair(recv, out), 0, _pair(send, sendbuf), 0, n, stream_handle(stream, sendbuf, comm.device))
+        _copy(_pair(recv), 0, _pair(send), 0, n, stream_handle(stream, sendbuf, comm.device))
         return
     if comm.rank == root:  # its own row: where its input and output start
         sends, recvs = {root: (0, 0)}, {p: (0, n if p != root else 0) for p in range(comm.size)}

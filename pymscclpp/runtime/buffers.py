@@ -20,12 +20,15 @@ else:
 
 
 class BufferInfo(NamedTuple):
-    """A validated contiguous device buffer; ``dtype`` is a name (``float32``, ``bfloat16``, ...)."""
+    """A validated contiguous device buffer, parsed once: ``dtype`` is a name (``float32``, ``bfloat16``, ...);
+    ``array`` its bytes as a uint8 device array under the simulator (which has no addresses), None on the GPU
+    (kernels take ``ptr``)."""
     ptr: int
     nbytes: int
     dtype: str
     shape: tuple
     device: int
+    array: object = None
 
     @property
     def count(self) -> int:
@@ -94,7 +97,7 @@ def buffer_info(obj, device: int | None = None) -> BufferInfo:
         if not arr.flags.c_contiguous:
             raise InvalidUsageError(f"buffer of shape {arr.shape} with strides {arr.strides} is not "
                                     "contiguous; pass a contiguous array (e.g. a copy)")
-        return BufferInfo(arr.ctypes.data, arr.nbytes, arr.dtype.name, arr.shape, 0)
+        return BufferInfo(arr.ctypes.data, arr.nbytes, arr.dtype.name, arr.shape, 0, _sim_bytes(obj, arr))
     if type(obj) is DeviceView:
         return _checked(obj.ptr, obj.count * obj.dtype.itemsize, obj.name, (obj.count,), device)
     if type(obj).__module__.split(".")[0] == "torch" and hasattr(obj, "data_ptr"):
@@ -167,12 +170,17 @@ def as_bytes(obj):
 def bytes_view(obj, info: BufferInfo):
     """``as_bytes`` for a buffer already validated as ``info``."""
     if IS_SIM:
-        view = FakeCUDAArray(_sim_array(obj).reshape(-1).view(np.uint8))
-        segment = getattr(obj, "_pymscclpp_segment", None)
-        if segment is not None:  # the view keeps a shared segment (and its registration) alive, like the GPU's
-            view._pymscclpp_segment = segment
-        return view
+        return info.array
     return cudadrv.device_array(info.ptr, info.nbytes, owner=obj)
+
+
+def _sim_bytes(obj, arr: np.ndarray):
+    """The simulator's uint8 device-array view of ``obj`` (whose memory is ``arr``)."""
+    view = FakeCUDAArray(arr.reshape(-1).view(np.uint8))
+    segment = getattr(obj, "_pymscclpp_segment", None)
+    if segment is not None:  # the view keeps a shared segment (and its registration) alive, like the GPU's
+        view._pymscclpp_segment = segment
+    return view
 
 
 def stream_handle(stream, buffer=None, device: int = 0) -> int:

@@ -9,6 +9,8 @@ them, and a kernel reads a byte slot as its dtype with ``buf.view(np.float32)``.
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 
 from .algos.algorithm import ANY, IN_PLACE, OUT_OF_PLACE, Algorithm, Call, Constraint
@@ -35,7 +37,7 @@ def recv_bytes(call: Call) -> int:
     return call.nbytes if call.collective == "reduce_scatter" else call.size
 
 
-def _view(pair: tuple, nbytes: int, dtype):
+def _view(pair: tuple, nbytes: int, dtype: Any) -> Any:
     dtype = np.dtype(dtype)
     if IS_SIM:
         return view_as(pair[1], dtype, 0, nbytes // dtype.itemsize)
@@ -43,12 +45,12 @@ def _view(pair: tuple, nbytes: int, dtype):
     return cudadrv.device_array(pair[0], nbytes, dtype)
 
 
-def send_view(call: Call, dtype=None):
+def send_view(call: Call, dtype: Any = None) -> Any:
     """The call's send buffer as a device array of ``dtype`` (default: the call's)."""
     return _view(call.send, send_bytes(call), dtype or call.dtype)
 
 
-def recv_view(call: Call, dtype=None):
+def recv_view(call: Call, dtype: Any = None) -> Any:
     """The call's receive buffer as a device array of ``dtype`` (default: the call's)."""
     return _view(call.recv, recv_bytes(call), dtype or call.dtype)
 

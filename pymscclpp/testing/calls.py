@@ -3,10 +3,14 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from ..channels.reduce import DTYPE_KINDS, OPS
+
+if TYPE_CHECKING:
+    from ..communicator import Communicator
 
 COLLECTIVES = ("all_reduce", "all_gather", "reduce_scatter", "all_to_all", "broadcast")
 REDUCING = ("all_reduce", "reduce_scatter")
@@ -45,7 +49,7 @@ class CollectiveCall:
         """Elements of each rank's output."""
         return self.count * (self.nranks if self.collective in ("all_gather", "all_to_all") else 1)
 
-    def run(self, comm, x: np.ndarray, algo: str | None = None) -> np.ndarray:
+    def run(self, comm: Communicator, x: np.ndarray, algo: str | None = None) -> np.ndarray:
         """Make the call on ``comm`` with this rank's input ``x`` (out of place); this rank's output."""
         from numba import cuda
         send = cuda.to_device(np.ascontiguousarray(x))

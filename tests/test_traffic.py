@@ -20,7 +20,8 @@ def _close_pools():
 
 
 BUILTIN = [(c, a) for c in ("all_reduce", "all_gather", "reduce_scatter", "all_to_all", "broadcast")
-           for a in ("packet", "simple")] + [(c, n) for c, n in collection.TWO_STEP_NAMES.items()]
+           for a in ("packet", "simple")] + [(c, n) for c, n in collection.TWO_STEP_NAMES.items()] + \
+    [("all_reduce", "rsag_packet")]
 
 
 def _measured_and_stated(nranks: int, collective: str, algo: str, count: int, root: int):

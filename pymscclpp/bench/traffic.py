@@ -8,7 +8,7 @@ import argparse
 
 import numpy as np
 
-COLLECTIVES = ("all_reduce", "all_gather", "reduce_scatter", "all_to_all", "broadcast")
+from ..runtime.collectives import COLLECTIVES
 
 
 def lower_bound(collective: str, size: int, nranks: int) -> float:

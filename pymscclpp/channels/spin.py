@@ -33,7 +33,7 @@ def spin_until(probe, where, at, want, ctx, peer, channel, op, abort_op):
         if done:
             return True, value
         spins += 1
-        if aborted(ctx.abort, spins):
+        if aborted(ctx.abort, ctx.err, spins):
             if abort_op == op:
                 record_abort(ctx.err, op, ctx.rank, peer, channel, want, seen)
             else:

@@ -155,7 +155,8 @@ class Communicator:
         self.check_peer(peer, same_host=True)
         reg = self.register_memory(buf)
         remote = handoff.trade(self.bootstrap, peer, self.next_pair_tag(peer), reg.serialize(),
-                               lambda data: RemoteMemory(data, job_token=self.job_token))
+                               lambda data: RemoteMemory(data, job_token=self.job_token),
+                               f"registered buffer of {reg.nbytes} bytes (exchange_memory)")
         if remote.rank != peer:
             raise InvalidUsageError(f"rank {self.rank}: memory handle from peer {peer} claims rank {remote.rank}")
         self._closables.append(remote)

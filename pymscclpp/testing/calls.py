@@ -8,12 +8,11 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from ..channels.reduce import DTYPE_KINDS, OPS
+from ..runtime.collectives import COLLECTIVES, REDUCING  # noqa: F401 (re-exported for strategies)
 
 if TYPE_CHECKING:
     from ..communicator import Communicator
 
-COLLECTIVES = ("all_reduce", "all_gather", "reduce_scatter", "all_to_all", "broadcast")
-REDUCING = ("all_reduce", "reduce_scatter")
 DTYPES = tuple(DTYPE_KINDS)
 REDUCE_OPS = tuple(OPS)
 

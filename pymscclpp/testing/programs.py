@@ -17,6 +17,7 @@ from ..language.collectives import TestCollective
 from ..language.program import CollectiveProgram
 from ..language.internal.types import Chunk
 from ..language.rank import Buffer, Rank
+from ..plan.protocols import PACKET, SIMPLE
 
 LOCAL_KINDS = ("copy", "reduce")
 REMOTE_KINDS = ("put", "get", "remote_reduce", "packets")
@@ -53,7 +54,7 @@ class ProgramSpec:
 
     @property
     def protocol(self) -> str:
-        return "LL" if any(s.kind == "packets" for s in self.steps) else "Simple"
+        return PACKET if any(s.kind == "packets" for s in self.steps) else SIMPLE
 
 
 class DrawnProgram(NamedTuple):

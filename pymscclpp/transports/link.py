@@ -53,7 +53,8 @@ class Link:
         if comm.rank < peer:
             host = listen_address()
             with sockets.listen(host, 0, backlog=1) as listener:
-                comm.bootstrap.send(wire.pack_addr(host, listener.getsockname()[1]), peer, tag)
+                comm.bootstrap.send(wire.pack_addr(host, listener.getsockname()[1]), peer, tag,
+                                    what=f"our listening address for the {what}")
                 while True:
                     conn, _ = sockets.accept(listener, deadline, comm.rank, what)
                     try:
@@ -62,7 +63,7 @@ class Link:
                     except Exception:  # a stray connection: drop it and keep waiting for the peer
                         conn.close()
         else:
-            host, port = wire.unpack_addr(comm.bootstrap.recv(peer, tag))
+            host, port = wire.unpack_addr(comm.bootstrap.recv(peer, tag, what=f"its listening address for the {what}"))
             conn = sockets.connect(host, port, deadline, comm.rank, what)
             try:
                 sockets.offer_hello(conn, comm.job_token, comm.rank, peer, deadline, what)

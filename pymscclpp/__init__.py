@@ -6,10 +6,17 @@ cache by the device code; the Communicator, the DSL, the executor and the integr
 
 __version__ = "0.1.0"
 
+from typing import TYPE_CHECKING, Any
+
 from .runtime import backend as _backend  # chooses gpu/sim (re-imports numba.cuda as the simulator if needed)
 from .runtime import kernel_cache as _kernel_cache
 from .errors import (BackendError, BootstrapError, CallMismatchError, CommTimeoutError, InvalidUsageError,
                      PeerDisconnectedError, PymscclppError, RegistrationError)
+
+if TYPE_CHECKING:  # what __getattr__ loads on first use, for type checkers
+    from .communicator import Communicator
+    from .runtime.bootstrap import UniqueId, get_unique_id
+    from .runtime.memory import alloc
 
 BACKEND = _backend.BACKEND
 # every file whose code ends up in a compiled kernel, or whose constants do: what kept kernels are keyed by
@@ -24,7 +31,7 @@ __all__ = ["BACKEND", "BackendError", "Communicator", "alloc", "UniqueId", "get_
            "__version__"]
 
 
-def __getattr__(name: str):
+def __getattr__(name: str) -> Any:
     """Load the public names that need numba-cuda (or more) when they are first used."""
     if name in _LAZY:
         import importlib

@@ -8,8 +8,10 @@ the simulator); every argument is checked before anything is launched.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import numbers
+from typing import Any, Callable, Sequence
 
 from ._log import get_logger
 from .algos.algorithm import REDUCING, Algorithm, Call, CallBuffer
@@ -21,13 +23,13 @@ from .channels import reduce as red
 from .errors import InvalidUsageError
 from .fallback import nccl as nccl_fallback
 from .runtime.backend import IS_SIM
-from .runtime.buffers import as_numba_stream, buffer_info, bytes_view, stream_handle
+from .runtime.buffers import Buffer, BufferInfo, Stream, as_numba_stream, buffer_info, bytes_view, stream_handle
 from .runtime.communicator import Communicator as _RuntimeCommunicator
 
 _log = get_logger("algos")
 
 
-def _current_stream_of(tensor):
+def _current_stream_of(tensor: Buffer) -> Callable[[int], int]:
     """``f(device)``: the raw handle of the stream a call with no stream runs on (torch's current one for a tensor,
     else the legacy default stream)."""
     if IS_SIM or state_of(tensor) is not torch_state:
@@ -45,14 +47,14 @@ def serves_reduction(dtype: str, op: str) -> bool:
 class Communicator(_RuntimeCommunicator):
     """A communicator with collectives; build it with ``from_mpi``, ``from_unique_id`` or ``from_env``."""
 
-    def __init__(self, *args, **kwargs):
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.algorithms: AlgorithmCollection = self.extension("algorithms", AlgorithmCollection)
         self._repeats = RepeatCache(self.algorithms)
         self._served: dict[str, Algorithm] = {}  # collective -> the algorithm that served its last call
         self._group = verbs.Group(self)
 
-    def _repeat(self, key: tuple, sendbuf, recvbuf, stream) -> bool:
+    def _repeat(self, key: tuple, sendbuf: Buffer, recvbuf: Buffer | None, stream: Stream) -> bool:
         """Launch a call made before on the same buffers (unchanged), skipping its checks and selection."""
         hit = self._repeats.find(key, sendbuf, recvbuf)
         if hit is None:
@@ -68,7 +70,7 @@ class Communicator(_RuntimeCommunicator):
             self.check_device_errors()
         return True
 
-    def register_algorithm(self, algorithm, name: str | None = None, collective: str | None = None,
+    def register_algorithm(self, algorithm: Any, name: str | None = None, collective: str | None = None,
                            prefer: bool = True) -> Algorithm:
         """Add an algorithm on every rank alike: an ``Algorithm`` (e.g. ``KernelAlgorithm``), a DSL program
         (``CollectiveProgram``), or a plan (``Plan``, parsed dict, JSON text or a path to a plan file). With
@@ -82,13 +84,13 @@ class Communicator(_RuntimeCommunicator):
         self.algorithms.register(algorithm, collective or algorithm.collective, name or algorithm.name, prefer)
         return algorithm
 
-    def register_buffer(self, buf) -> None:
+    def register_buffer(self, buf: Buffer) -> None:
         """Register ``buf`` for zero-copy collectives (collective: every rank registers its own buffer, in the same
         order): all-reduces on buffers that start at registered ones, on every rank, read peers' inputs and write
         peers' outputs directly, with no scratch copy. Deregister it before freeing it."""
         self.extension("windows", Windows).register(buf)
 
-    def deregister_buffer(self, buf) -> None:
+    def deregister_buffer(self, buf: Buffer) -> None:
         """Undo ``register_buffer`` (every rank alike): calls on ``buf`` go through scratch again."""
         self.extension("windows", Windows).deregister(buf)
 
@@ -98,37 +100,40 @@ class Communicator(_RuntimeCommunicator):
         return self._served.get(collective, self.algorithms.served.get(collective) if collective in
                                 verbs.EXCHANGED else None)
 
-    def send(self, buf, peer: int, stream=None) -> None:
+    def send(self, buf: Buffer, peer: int, stream: Stream = None) -> None:
         """Send ``buf`` to rank ``peer``, whose matching ``recv`` (same count and dtype) takes it; inside
         ``group()`` it is issued at the group's end, else at once."""
         self._group.post("send", buf, peer, stream)
 
-    def recv(self, buf, peer: int, stream=None) -> None:
+    def recv(self, buf: Buffer, peer: int, stream: Stream = None) -> None:
         """Receive into ``buf`` what rank ``peer`` sends with its matching ``send``; grouped as ``send``."""
         self._group.post("recv", buf, peer, stream)
 
-    def group(self):
+    def group(self) -> contextlib.AbstractContextManager[None]:
         """``with comm.group():`` the sends and receives inside (any peers, order and number, to itself too)
         go out together at the end, in one launch, so they cannot deadlock (NCCL's group semantics)."""
         return self._group.scope()
 
-    def reduce(self, sendbuf, recvbuf=None, root: int = 0, op: str = "sum", stream=None,
-               algo: str | None = None) -> None:
+    def reduce(self, sendbuf: Buffer, recvbuf: Buffer | None = None, root: int = 0, op: str = "sum",
+               stream: Stream = None, algo: str | None = None) -> None:
         """Reduce every rank's ``sendbuf`` into the root's ``recvbuf`` (None: in place); other ranks' ``recvbuf``
         is neither read nor written (None is fine)."""
         verbs.reduce(self, sendbuf, recvbuf, root, op, stream, algo)
 
-    def gather(self, sendbuf, recvbuf=None, root: int = 0, stream=None, algo: str | None = None) -> None:
+    def gather(self, sendbuf: Buffer, recvbuf: Buffer | None = None, root: int = 0, stream: Stream = None,
+               algo: str | None = None) -> None:
         """Gather every rank's ``sendbuf`` into the root's ``recvbuf`` (``size`` slots, rank r's at slot r); other
         ranks may pass None for ``recvbuf``."""
         verbs.gather(self, sendbuf, recvbuf, root, stream, algo)
 
-    def scatter(self, sendbuf, recvbuf, root: int = 0, stream=None, algo: str | None = None) -> None:
+    def scatter(self, sendbuf: Buffer | None, recvbuf: Buffer, root: int = 0, stream: Stream = None,
+                algo: str | None = None) -> None:
         """Slot r of the root's ``sendbuf`` (``size`` slots) to rank r's ``recvbuf``; other ranks may pass None for
         ``sendbuf``."""
         verbs.scatter(self, sendbuf, recvbuf, root, stream, algo)
 
-    def _pair(self, what: str, sendbuf, recvbuf, recv_factor: int = 1, send_factor: int = 1):
+    def _pair(self, what: str, sendbuf: Buffer, recvbuf: Buffer | None, recv_factor: int = 1,
+              send_factor: int = 1) -> tuple[BufferInfo, BufferInfo]:
         """Validated (send, recv) infos: recv holds ``recv_factor / send_factor`` times the send bytes."""
         send = buffer_info(sendbuf, self.device)
         recv = send if recvbuf is None or recvbuf is sendbuf else buffer_info(recvbuf, self.device)
@@ -142,7 +147,7 @@ class Communicator(_RuntimeCommunicator):
                                     f"{send.count * recv_factor // send_factor} for a send buffer of {send.count}")
         return send, recv
 
-    def _nccl(self, what: str, dtype: str, op: str):
+    def _nccl(self, what: str, dtype: str, op: str) -> Any:
         """The NCCL fallback for a reduction pymscclpp does not serve, after checking NCCL could; else the error."""
         if dtype not in red.DTYPE_KINDS:
             why = f"cannot reduce dtype {dtype}: supported are {', '.join(red.DTYPE_KINDS)}"
@@ -155,7 +160,8 @@ class Communicator(_RuntimeCommunicator):
             raise nccl_fallback.missing(f"{what} of {dtype} with op {op!r}", why)
         return impl
 
-    def all_reduce(self, sendbuf, recvbuf=None, op: str = "sum", stream=None, algo: str | None = None) -> None:
+    def all_reduce(self, sendbuf: Buffer, recvbuf: Buffer | None = None, op: str = "sum", stream: Stream = None,
+                   algo: str | None = None) -> None:
         """Reduce ``sendbuf`` over all ranks into ``recvbuf`` (in place when None or the same buffer)."""
         key = ("all_reduce", id(sendbuf), id(recvbuf), op, algo, 0)
         if self._repeat(key, sendbuf, recvbuf, stream):
@@ -167,7 +173,7 @@ class Communicator(_RuntimeCommunicator):
             return
         self._run(key, "all_reduce", algo, send.nbytes, send.nbytes, sendbuf, send, recvbuf, recv, stream, op)
 
-    def all_gather(self, sendbuf, recvbuf, stream=None, algo: str | None = None) -> None:
+    def all_gather(self, sendbuf: Buffer, recvbuf: Buffer, stream: Stream = None, algo: str | None = None) -> None:
         """Gather every rank's ``sendbuf`` into ``recvbuf`` (``size`` slots, rank r's at slot r); in place when
         ``sendbuf`` is slot ``rank`` of ``recvbuf``."""
         key = ("all_gather", id(sendbuf), id(recvbuf), "", algo, 0)
@@ -177,7 +183,8 @@ class Communicator(_RuntimeCommunicator):
         self._check_alias("all_gather", send, recv, self.rank * send.nbytes)
         self._run(key, "all_gather", algo, recv.nbytes, send.nbytes, sendbuf, send, recvbuf, recv, stream)
 
-    def reduce_scatter(self, sendbuf, recvbuf, op: str = "sum", stream=None, algo: str | None = None) -> None:
+    def reduce_scatter(self, sendbuf: Buffer, recvbuf: Buffer, op: str = "sum", stream: Stream = None,
+                       algo: str | None = None) -> None:
         """Reduce slot r of every rank's ``sendbuf`` (``size`` slots) into rank r's ``recvbuf``, in rank order;
         in place when ``recvbuf`` is slot ``rank`` of ``sendbuf``."""
         key = ("reduce_scatter", id(sendbuf), id(recvbuf), op, algo, 0)
@@ -191,8 +198,9 @@ class Communicator(_RuntimeCommunicator):
         self._check_alias("reduce_scatter", recv, send, self.rank * recv.nbytes)
         self._run(key, "reduce_scatter", algo, send.nbytes, recv.nbytes, sendbuf, send, recvbuf, recv, stream, op)
 
-    def all_to_all(self, sendbuf, recvbuf=None, stream=None, algo: str | None = None, send_counts=None,
-                   recv_counts=None) -> None:
+    def all_to_all(self, sendbuf: Buffer, recvbuf: Buffer | None = None, stream: Stream = None,
+                   algo: str | None = None, send_counts: Sequence[int] | None = None,
+                   recv_counts: Sequence[int] | None = None) -> None:
         """Send slot j of ``sendbuf`` (``size`` equal slots) to rank j's ``recvbuf`` slot ``rank`` (in place
         when ``recvbuf`` is None or ``sendbuf``). With ``send_counts``/``recv_counts`` (elements per peer; one
         left None splits its buffer evenly), ``send_counts[j]`` elements from offset ``sum(send_counts[:j])`` go
@@ -207,7 +215,8 @@ class Communicator(_RuntimeCommunicator):
         self._check_alias("all_to_all", send, recv, 0)
         self._run(key, "all_to_all", algo, send.nbytes, send.nbytes // self.size, sendbuf, send, recvbuf, recv, stream)
 
-    def broadcast(self, sendbuf, recvbuf=None, root: int | None = None, stream=None, algo: str | None = None) -> None:
+    def broadcast(self, sendbuf: Buffer, recvbuf: Buffer | None = None, root: int | None = None, stream: Stream = None,
+                  algo: str | None = None) -> None:
         """Copy rank ``root``'s buffer to every rank: ``broadcast(buf, root)`` in place, or
         ``broadcast(sendbuf, recvbuf, root)`` (only the root's ``sendbuf`` is read). ``root`` is required (it has no
         default, as in NCCL); it is a keyword only so that ``recvbuf`` can be left out."""
@@ -226,7 +235,7 @@ class Communicator(_RuntimeCommunicator):
         self._run(key, "broadcast", algo, send.nbytes, send.nbytes, sendbuf, send, recvbuf, recv, stream, "sum",
                   int(root))
 
-    def _check_alias(self, what: str, inner, outer, offset: int) -> None:
+    def _check_alias(self, what: str, inner: BufferInfo, outer: BufferInfo, offset: int) -> None:
         """Raise unless ``inner`` is disjoint from ``outer`` or exactly its bytes from ``offset`` (in place)."""
         if inner.nbytes == 0 or inner.ptr == outer.ptr + offset:
             return
@@ -234,8 +243,9 @@ class Communicator(_RuntimeCommunicator):
             where = "the same buffer" if inner.nbytes == outer.nbytes else f"slot {self.rank} of the larger one"
             raise InvalidUsageError(f"{what}: send and receive buffers overlap; in place, pass {where}")
 
-    def _run(self, key: tuple, collective: str, algo, message_bytes: int, peer_bytes: int, sendbuf, send, recvbuf,
-             recv, stream, op: str = "sum", root: int = 0) -> None:
+    def _run(self, key: tuple, collective: str, algo: str | None, message_bytes: int, peer_bytes: int,
+             sendbuf: Buffer, send: BufferInfo, recvbuf: Buffer | None, recv: BufferInfo, stream: Stream,
+             op: str = "sum", root: int = 0) -> None:
         """Launch ``collective`` on checked buffers moving ``peer_bytes`` per slot (a copy on one rank)."""
         self.raise_if_failed()
         if peer_bytes == 0:

@@ -10,6 +10,8 @@ them, and a kernel reads a byte slot as its dtype with ``buf.view(np.float32)``.
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 
 from .algos.algorithm import ANY, IN_PLACE, OUT_OF_PLACE, Algorithm, Call, CallBuffer, Constraint
@@ -36,7 +38,7 @@ def recv_bytes(call: Call) -> int:
     return call.peer_bytes if call.collective == "reduce_scatter" else call.message_bytes
 
 
-def _view(buf: CallBuffer, nbytes: int, dtype):
+def _view(buf: CallBuffer, nbytes: int, dtype: Any) -> Any:
     dtype = np.dtype(dtype)
     if IS_SIM:
         return view_as(buf.array, dtype, 0, nbytes // dtype.itemsize)
@@ -44,12 +46,12 @@ def _view(buf: CallBuffer, nbytes: int, dtype):
     return cudadrv.device_array(buf.ptr, nbytes, dtype)
 
 
-def send_view(call: Call, dtype=None):
+def send_view(call: Call, dtype: Any = None) -> Any:
     """The call's send buffer as a device array of ``dtype`` (default: the call's)."""
     return _view(call.send, send_bytes(call), dtype or call.dtype)
 
 
-def recv_view(call: Call, dtype=None):
+def recv_view(call: Call, dtype: Any = None) -> Any:
     """The call's receive buffer as a device array of ``dtype`` (default: the call's)."""
     return _view(call.recv, recv_bytes(call), dtype or call.dtype)
 

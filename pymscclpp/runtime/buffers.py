@@ -6,7 +6,7 @@ simulator), view it as bytes, and turn a caller's stream (torch, cupy, numba, a 
 from __future__ import annotations
 
 import math
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -17,6 +17,13 @@ if IS_SIM:
     from numba.cuda.simulator.cudadrv.devicearray import FakeCUDAArray
 else:
     from . import cudadrv
+
+
+Buffer = Any
+"""A device buffer: a numba or CuPy device array, a torch tensor, ``pymscclpp.alloc``'s, any contiguous
+``__cuda_array_interface__`` object (under the simulator also NumPy arrays and CPU tensors)."""
+Stream = Any
+"""A CUDA stream: numba's, CuPy's or torch's, or a raw handle as an int; None: the buffer's current one."""
 
 
 class BufferInfo(NamedTuple):

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import struct
 import weakref
+from typing import TYPE_CHECKING, Any, Callable, ContextManager, Iterable
 
 import numpy as np
 
@@ -20,7 +21,12 @@ from .backend import IS_SIM, announce
 from .memory import RegisteredMemory, RemoteMemory, host_id, view_as
 from .liveness import LivenessMonitor, liveness_enabled
 from .setup_guard import SetupGuard
+from .buffers import Buffer
 from .tokens import DevicePool, HostPool, PeerPools
+
+if TYPE_CHECKING:
+    from .bootstrap import Bootstrap, UniqueId
+    from .memory_channel import MemoryChannel
 
 _log = get_logger("comm")
 _POOL_MSG = struct.Struct("<16s64sQ")
@@ -30,16 +36,17 @@ _PAIR_TAG_BASE = 1 << 40  # bootstrap tags at and above this are the communicato
 class Communicator:
     """One rank's view of the job: peers, its GPU, and the means to connect channels to peers."""
 
-    def __init__(self, bootstrap, device: int | None = None, timeout_s: float | str | None = "env",
-                 transport: str | None = None):
+    def __init__(self, bootstrap: Bootstrap, device: int | None = None, timeout_s: float | str | None = "env",
+                 transport: str | None = None) -> None:
         """``timeout_s``: budget of this communicator's device waits ("env": PYMSCCLPP_TIMEOUT_S; 0 or None: off)."""
         self.bootstrap = bootstrap
         self.transport = transport  # PortChannel transport override for every peer (None: by topology)
         self.rank, self.size = bootstrap.rank, bootstrap.size
         announce(self.rank)
         self.job_token = bootstrap.job_token
-        self.timeout_s = (config.get("PYMSCCLPP_TIMEOUT_S") if isinstance(timeout_s, str) and timeout_s == "env" else
-                          None if timeout_s is None else config.checked_timeout_s(timeout_s, f"timeout_s={timeout_s!r}"))
+        self.timeout_s = (config.get("PYMSCCLPP_TIMEOUT_S") if isinstance(timeout_s, str) and timeout_s == "env"
+                          else None if timeout_s is None
+                          else config.checked_timeout_s(timeout_s, f"timeout_s={timeout_s!r}"))
         self.timeout_ns = 0 if self.timeout_s is None else int(self.timeout_s * 1e9)
         self.host_ids = bootstrap.all_gather(host_id())
         me = self.host_ids[self.rank]
@@ -48,8 +55,8 @@ class Communicator:
         self.device = self._select_device(device)
         self._pair_seq = [0] * self.size
         restart = weakref.WeakMethod(self._restart_pairs)  # the guard must not keep its communicator alive
-        self._setup_guard = SetupGuard(bootstrap, lambda scope: restart()(scope))
-        self._closables = []
+        self._setup_guard = SetupGuard(bootstrap, lambda scope: restart()(scope))  # type: ignore[misc]
+        self._closables: list = []
         self._extensions: dict = {}
         slots = config.get("PYMSCCLPP_MAX_SEMAPHORES")
         self.device_pool = DevicePool(slots, self.job_token, self.rank, self.device)
@@ -61,31 +68,32 @@ class Communicator:
         self._abort_slot = self.host_pool.slots.take()  # host memory the device reads: see abort_device_waits
         self.abort_word = self.host_pool.device_inbound(self._abort_slot)
         # raise_if_failed's two words as memoryviews: an index reads the memory into a Python int (~40 ns)
-        self._watched = (memoryview(self._error_words[:1]), memoryview(self.host_pool.words[self._abort_slot:][:1]))
+        self._watched = (memoryview(self._error_words[:1]),  # type: ignore[arg-type]  # (numpy's 3.11 stubs)
+                         memoryview(self.host_pool.words[self._abort_slot:][:1]))  # type: ignore[arg-type]
         watchdog.watch(self)  # before the liveness thread starts: a bad setting raises with nothing to undo
         self.peer_pools = self._exchange_pools()
         self.liveness = LivenessMonitor(bootstrap).start() if liveness_enabled() and self.size > 1 else None
         if self.liveness is not None:
             abort = weakref.WeakMethod(self.abort_device_waits)  # nor the monitor
-            self.liveness.on_death(lambda peer, _reason: abort()(peer))
+            self.liveness.on_death(lambda peer, _reason: abort()(peer))  # type: ignore[misc]
         _log.info("rank %d/%d up on %s device %d (%d local peers)", self.rank, self.size,
                   "sim" if IS_SIM else "GPU", self.device, len(self.local_peers))
 
     # -- construction -------------------------------------------------------------------------
     @classmethod
-    def from_mpi(cls, mpi_comm=None, **kwargs) -> "Communicator":
+    def from_mpi(cls, mpi_comm: Any = None, **kwargs: Any) -> "Communicator":
         """From an mpi4py communicator (COMM_WORLD by default)."""
         from .bootstrap import MpiBootstrap
         return cls(MpiBootstrap(mpi_comm), **kwargs)
 
     @classmethod
-    def from_unique_id(cls, unique_id, rank: int, size: int, **kwargs) -> "Communicator":
+    def from_unique_id(cls, unique_id: UniqueId, rank: int, size: int, **kwargs: Any) -> "Communicator":
         """From a unique id made by ``pymscclpp.get_unique_id()`` on one rank and shared by the launcher."""
         from .bootstrap import TcpBootstrap
         return cls(TcpBootstrap(rank, size, unique_id), **kwargs)
 
     @classmethod
-    def from_env(cls, **kwargs) -> "Communicator":
+    def from_env(cls, **kwargs: Any) -> "Communicator":
         """From torchrun-style RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT."""
         from .bootstrap import TcpBootstrap
         return cls(TcpBootstrap.from_env(), **kwargs)
@@ -133,16 +141,16 @@ class Communicator:
         the same fresh tags."""
         self._pair_seq = [scope << 32] * self.size
 
-    def setup(self, what: str):
+    def setup(self, what: str) -> ContextManager[None]:
         """``with comm.setup("what"):`` runs collective set-up (every rank, same order): if it raises on any rank,
         every rank raises the same error within milliseconds, naming the failing rank and its cause."""
         return self._setup_guard.scope(what)
 
-    def register_memory(self, buf) -> RegisteredMemory:
+    def register_memory(self, buf: Buffer) -> RegisteredMemory:
         """Validate and register a device buffer of this rank."""
         return RegisteredMemory(buf, job_token=self.job_token, rank=self.rank, device=self.device)
 
-    def exchange_memory(self, buf, peer: int) -> RemoteMemory:
+    def exchange_memory(self, buf: Buffer, peer: int) -> RemoteMemory:
         """Register ``buf``, send it to ``peer``, and map the buffer ``peer`` sends back (pairwise)."""
         self.check_peer(peer, same_host=True)
         reg = self.register_memory(buf)
@@ -154,13 +162,14 @@ class Communicator:
         self._closables.append(remote)
         return remote
 
-    def memory_channel(self, peer: int, src, inbox=None, semaphores: int = 1):
+    def memory_channel(self, peer: int, src: Buffer, inbox: Buffer | None = None, semaphores: int = 1) -> MemoryChannel:
         """A MemoryChannel to ``peer`` (both ranks call it): put from ``src`` into the peer's inbox;
         ``semaphores`` independent signal/wait tokens (e.g. one per thread block)."""
         from .memory_channel import MemoryChannel
         return MemoryChannel(self, peer, src, inbox, self._semaphore_count(semaphores))
 
-    def memory_channels(self, peers, src, inbox=None, semaphores: int = 1) -> dict:
+    def memory_channels(self, peers: Iterable[int], src: Buffer, inbox: Buffer | None = None,
+                        semaphores: int = 1) -> dict[int, MemoryChannel]:
         """MemoryChannels to each of ``peers`` (in ascending order on every rank), keyed by peer; the pool is
         checked for all their semaphores first, so a pool too small fails before any exchange."""
         peers = sorted(peers)
@@ -168,12 +177,12 @@ class Communicator:
             self.device_pool.slots.check(len(peers) * self._semaphore_count(semaphores))
         return {p: self.memory_channel(p, src, inbox, semaphores) for p in peers}
 
-    def _semaphore_count(self, semaphores) -> int:
+    def _semaphore_count(self, semaphores: object) -> int:
         if not isinstance(semaphores, (int, np.integer)) or isinstance(semaphores, bool) or semaphores < 1:
             raise InvalidUsageError(f"rank {self.rank}: semaphores={semaphores!r}: expected a positive integer")
         return int(semaphores)
 
-    def extension(self, key: str, make=None):
+    def extension(self, key: str, make: Callable[[Communicator], Any] | None = None) -> Any:
         """The object registered under ``key`` (made by ``make(self)`` on first use when given, else None);
         it is closed (if it has ``close``) with the communicator. Layers above keep per-communicator state here (the NCCL fallback)."""
         if key not in self._extensions and make is not None:
@@ -248,5 +257,5 @@ class Communicator:
     def __enter__(self) -> "Communicator":
         return self
 
-    def __exit__(self, *exc) -> None:
+    def __exit__(self, *exc: object) -> None:
         self.close()

@@ -12,13 +12,15 @@ import os
 import socket
 import struct
 
+from typing import Any
+
 import numpy as np
 
 from .. import config
 from ..errors import InvalidUsageError, RegistrationError
 from . import shm
 from .backend import IS_SIM
-from .buffers import as_bytes, buffer_info
+from .buffers import Buffer, as_bytes, buffer_info
 
 if IS_SIM:
     from numba.cuda.simulator.cudadrv.devicearray import FakeCUDAArray
@@ -41,14 +43,14 @@ def host_id() -> bytes:
     return hashlib.sha256(seed.encode()).digest()[:16]
 
 
-def alloc(nbytes: int):
+def alloc(nbytes: int) -> Buffer:
     """A zeroed device byte buffer that can be registered and shared with peers on either backend."""
     if nbytes <= 0:
         raise InvalidUsageError(f"alloc({nbytes}): size must be positive")
     if IS_SIM:
         seg = shm.create(nbytes)
         arr = FakeCUDAArray(seg.array)
-        arr._pymscclpp_segment = seg  # keeps the segment (and its file) alive with the array
+        arr._pymscclpp_segment = seg  # type: ignore[attr-defined]  # keeps the segment (and its file) alive
         return arr
     from numba import cuda
     buf = cuda.device_array(nbytes, dtype=np.uint8)
@@ -56,16 +58,16 @@ def alloc(nbytes: int):
     return buf
 
 
-def view_as(u8_array, dtype, byte_offset: int = 0, count: int | None = None):
+def view_as(u8_array: Buffer, dtype: Any, byte_offset: int = 0, count: int | None = None) -> Buffer:
     """A typed device-array view of part of a uint8 device array (NumPy under the simulator)."""
     dtype = np.dtype(dtype)
     total = (u8_array.shape[0] - byte_offset) // dtype.itemsize if count is None else count
     if IS_SIM:  # a simulator device array: kernels then use it in place (NumPy arguments are copied in/out)
-        raw = getattr(u8_array, "_ary", u8_array)
+        raw: Any = getattr(u8_array, "_ary", u8_array)
         view = FakeCUDAArray(raw[byte_offset:byte_offset + total * dtype.itemsize].view(dtype))
         segment = getattr(u8_array, "_pymscclpp_segment", None)
         if segment is not None:  # the view keeps the shared segment (and its registration) alive too
-            view._pymscclpp_segment = segment
+            view._pymscclpp_segment = segment  # type: ignore[attr-defined]
         return view
     ptr = u8_array.__cuda_array_interface__["data"][0] + byte_offset
     return cudadrv.device_array(ptr, total * dtype.itemsize, dtype, owner=u8_array)
@@ -80,7 +82,7 @@ _KIND_GPU_IPC, _KIND_SHM = 1, 2
 class RegisteredMemory:
     """A local device buffer made shareable: ``serialize()`` gives the bytes a peer maps with ``RemoteMemory``."""
 
-    def __init__(self, obj, *, job_token: bytes, rank: int, device: int | None = None):
+    def __init__(self, obj: Buffer, *, job_token: bytes, rank: int, device: int | None = None) -> None:
         self.info = buffer_info(obj, device)
         if self.info.nbytes == 0:
             raise RegistrationError("cannot register an empty buffer")
@@ -106,7 +108,7 @@ class RegisteredMemory:
         return _WIRE.pack(_MAGIC, _VERSION, self._kind, self.job_token, host_id(), self.rank, os.getpid(),
                           self.info.device, 0, self.nbytes, self.offset, self._alloc_size, self._handle)
 
-    def local_bytes(self):
+    def local_bytes(self) -> Buffer:
         """The registered buffer as a uint8 device array."""
         return as_bytes(self.obj)
 
@@ -134,8 +136,8 @@ class RemoteMemory:
         self._handle = handle
         if IS_SIM:
             self._segment = shm.attach(handle.rstrip(b"\0").decode(), alloc_size)
-            self.host_array = self._segment.array[self.offset:self.offset + self.nbytes]  # the shm it views
-            self.array = FakeCUDAArray(self.host_array)
+            self.host_array: np.ndarray | None = self._segment.array[self.offset:self.offset + self.nbytes]
+            self.array: Buffer = FakeCUDAArray(self.host_array)  # a view of the shared memory above
         else:
             base = cudadrv.ipc_open(handle)
             self.host_array = None

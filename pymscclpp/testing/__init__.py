@@ -8,6 +8,8 @@ calls, inputs and DSL programs for hypothesis; the ``ranks`` pytest fixture keep
 
 from __future__ import annotations
 
+from typing import Any
+
 from . import reference
 from .failure import RankFailure
 from .pool import RankPool, ranks, run_ranks
@@ -15,7 +17,7 @@ from .pool import RankPool, ranks, run_ranks
 __all__ = ["RankFailure", "RankPool", "ranks", "reference", "run_ranks", "strategies"]
 
 
-def __getattr__(name: str):
+def __getattr__(name: str) -> Any:
     """``strategies`` loads on first use: it needs hypothesis (the test extra)."""
     if name == "strategies":
         import importlib

@@ -3,11 +3,15 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from ..channels.reduce import DTYPE_KINDS, OPS, PAIRWISE_OPS
 from ..runtime.collectives import COLLECTIVES, REDUCING  # noqa: F401 (re-exported for strategies)
+
+if TYPE_CHECKING:
+    from ..communicator import Communicator
 
 DTYPES = tuple(DTYPE_KINDS)
 REDUCE_OPS = tuple(op for op in OPS if op in PAIRWISE_OPS)  # every algorithm serves these; avg: not plans
@@ -44,7 +48,7 @@ class CollectiveCall:
         """Elements of each rank's output."""
         return self.count * (self.nranks if self.collective in ("all_gather", "all_to_all") else 1)
 
-    def run(self, comm, x: np.ndarray, algo: str | None = None) -> np.ndarray:
+    def run(self, comm: Communicator, x: np.ndarray, algo: str | None = None) -> np.ndarray:
         """Make the call on ``comm`` with this rank's input ``x`` (out of place); this rank's output."""
         from numba import cuda
         send = cuda.to_device(np.ascontiguousarray(x))

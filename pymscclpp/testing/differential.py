@@ -3,12 +3,15 @@ compute the same outputs, bit for bit, or all refuse it with the same error clas
 
 from __future__ import annotations
 
-from typing import NamedTuple
+from typing import TYPE_CHECKING, NamedTuple
 
 import numpy as np
 
 from .failure import RankFailure
 from .pool import RankPool
+
+if TYPE_CHECKING:
+    from ..communicator import Communicator
 
 _EXECUTORS: dict = {}  # in each rank process: its Executor, kept across calls (it caches compiled plans)
 
@@ -27,7 +30,7 @@ def plan_inputs(plan: dict, executions: int = 2, elems: int = 4, seed: int = 0) 
             for _ in range(executions)]
 
 
-def _execute(comm, plan_json: str, inputs: list, out_elems: int) -> list:
+def _execute(comm: Communicator, plan_json: str, inputs: list, out_elems: int) -> list:
     """This rank's outputs, one per execution of the plan on the executor (same buffers each time)."""
     from numba import cuda
     from ..executor import ExecutionPlan, Executor
@@ -76,7 +79,7 @@ def assert_agree(found: dict[str, Outcome]) -> None:
         raise AssertionError(f"they disagree on refusing the plan: {errors}")
     if errors["verifier"] is not None:
         return
-    want, got = found["interpreter"].outputs, found["executor"].outputs
+    want, got = found["interpreter"].outputs or [], found["executor"].outputs or []
     for k, (w, g) in enumerate(zip(want, got)):
         for r, (a, b) in enumerate(zip(w, g)):
             if not np.array_equal(a.view(np.uint32), b.view(np.uint32)):

@@ -22,7 +22,7 @@ GRACE_S = 5.0  # after a rank raised, how long the others may take to answer bef
 STACK_WAIT_S = 2.0  # how long a hung rank may take to write its stacks
 
 
-def _context(preload: tuple[str, ...]):
+def _context(preload: tuple[str, ...]) -> Any:
     """Fresh interpreters (spawn), or forks of a server that imported ``preload`` once (many ranks start in
     seconds; the first pool to start the server chooses what it imports)."""
     if not preload:
@@ -76,7 +76,7 @@ class RankPool:
     def _stack_path(self, rank: int) -> str:
         return os.path.join(self._dir, f"stack{rank}.txt")
 
-    def run(self, fn: Callable[..., Any], *args, timeout: float | None = None, **kwargs) -> list:
+    def run(self, fn: Callable[..., Any], *args: Any, timeout: float | None = None, **kwargs: Any) -> list:
         """``fn(comm, *args, **kwargs)`` on every rank; their results in rank order. Raises ``RankFailure`` when a
         rank raises or ranks still run after ``timeout`` seconds (default: the pool's)."""
         task = pickling.dumps((fn, args, kwargs))
@@ -150,7 +150,7 @@ class RankPool:
     def __enter__(self) -> RankPool:
         return self
 
-    def __exit__(self, *exc) -> None:
+    def __exit__(self, *exc: object) -> None:
         self.close()
 
 
@@ -162,8 +162,8 @@ def ranks(n: int, *, timeout: float = 60.0, env: dict | None = None, rank_env: l
     return RankPool(n, timeout, env, rank_env, start_timeout, preload)
 
 
-def run_ranks(n: int, fn: Callable[..., Any], *args, timeout: float = 60.0, env: dict | None = None,
-              **kwargs) -> list:
+def run_ranks(n: int, fn: Callable[..., Any], *args: Any, timeout: float = 60.0, env: dict | None = None,
+              **kwargs: Any) -> list:
     """Start ``n`` ranks, call ``fn(comm, *args, **kwargs)`` on each, and return their results in rank order."""
     with ranks(n, timeout=timeout, env=env) as pool:
         return pool.run(fn, *args, **kwargs)

@@ -15,6 +15,7 @@ from typing import NamedTuple
 from ..language.channel import MemoryChannel
 from ..language.collectives import TestCollective
 from ..language.program import CollectiveProgram
+from ..language.internal.types import Chunk
 from ..language.rank import Buffer, Rank
 from ..plan.protocols import PACKET, SIMPLE
 
@@ -87,7 +88,7 @@ def build(spec: ProgramSpec) -> DrawnProgram:
         used_packets = [0] * n
         current_tb = [0] * n
 
-        def chunk(rank: int, ref: tuple):
+        def chunk(rank: int, ref: tuple) -> Chunk:
             buf = {"i": Rank(rank).get_input_buffer, "o": Rank(rank).get_output_buffer}.get(ref[0])
             return (buf() if buf else scratch[rank])[ref[1]:ref[1] + 1]
 

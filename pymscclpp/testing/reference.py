@@ -7,9 +7,12 @@ float32 and rounded back to nearest even after each combine (``channels/reduce.p
 
 from __future__ import annotations
 
-from typing import Sequence
+from typing import TYPE_CHECKING, Sequence
 
 import numpy as np
+
+if TYPE_CHECKING:
+    from .calls import CollectiveCall
 
 _OPS = {"sum": np.add, "prod": np.multiply, "min": np.minimum, "max": np.maximum, "avg": np.add}
 _WIDENED = {"float16", "bfloat16"}  # combined in float32, as the device does
@@ -91,12 +94,12 @@ def broadcast(inputs: Sequence, root: int = 0) -> list[np.ndarray]:
     return [arrays[root].copy() for _ in arrays]
 
 
-def expected(call, inputs: Sequence) -> list[np.ndarray]:
+def expected(call: CollectiveCall, inputs: Sequence) -> list[np.ndarray]:
     """The expected outputs of a drawn call (``strategies.collective_calls``) on ``inputs``."""
     if call.collective == "all_reduce":
-        return all_reduce(inputs, call.op)
+        return all_reduce(inputs, call.op or "sum")
     if call.collective == "reduce_scatter":
-        return reduce_scatter(inputs, call.op)
+        return reduce_scatter(inputs, call.op or "sum")
     if call.collective == "broadcast":
         return broadcast(inputs, call.root)
     return {"all_gather": all_gather, "all_to_all": all_to_all}[call.collective](inputs)

@@ -20,7 +20,7 @@ _FLOAT_FACTORS = (-2.0, -1.0, -0.5, 0.0, 0.5, 1.0, 2.0)  # products of a few sta
 
 
 @st.composite
-def collective_calls(draw, min_ranks: int = 2, max_ranks: int = 4, max_count: int = 64,
+def collective_calls(draw: st.DrawFn, min_ranks: int = 2, max_ranks: int = 4, max_count: int = 64,
                      collectives: Sequence[str] = COLLECTIVES, dtypes: Sequence[str] = DTYPES,
                      ops: Sequence[str] = REDUCE_OPS, min_count: int = 1) -> CollectiveCall:
     """A ``CollectiveCall``: ``.collective .nranks .count .dtype .op .root`` drawn from the given choices."""
@@ -56,7 +56,7 @@ def rank_inputs(call: CollectiveCall) -> st.SearchStrategy:
 
 
 @st.composite
-def program_specs(draw, min_ranks: int = 2, max_ranks: int = 3, max_steps: int = 6, max_chunks: int = 3,
+def program_specs(draw: st.DrawFn, min_ranks: int = 2, max_ranks: int = 3, max_steps: int = 6, max_chunks: int = 3,
                   max_channels: int = 2, max_tbs: int = 2, packets: bool = True) -> ProgramSpec:
     """A ``ProgramSpec`` whose steps read only chunks written before (inputs, or earlier steps' results)."""
     n = draw(st.integers(min_ranks, max_ranks))

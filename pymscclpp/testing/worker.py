@@ -12,11 +12,13 @@ import signal
 import sys
 import threading
 import traceback
+from types import FrameType
+from typing import Any
 
 STACK_SIGNAL = signal.SIGUSR1
 
 
-def _stacks(here) -> str:
+def _stacks(here: FrameType | None) -> str:
     """Every thread's Python stack (this one's from frame ``here``), the main thread first; threads with the same
     stack (a simulated block's CUDA threads) are shown once, with their count."""
     names = {t.ident: t.name for t in threading.enumerate()}
@@ -29,7 +31,7 @@ def _stacks(here) -> str:
 
 
 def _dump_stacks_to(path: str) -> None:
-    def dump(signum, frame) -> None:
+    def dump(signum: int, frame: FrameType | None) -> None:
         with open(path + ".tmp", "w") as f:
             f.write(_stacks(frame))
         os.replace(path + ".tmp", path)
@@ -40,7 +42,7 @@ def _failure(exc: BaseException) -> tuple:
     return type(exc).__name__, str(exc), traceback.format_exc()
 
 
-def main(rank: int, size: int, uid_bytes: bytes, env: dict, tasks, results, stack_path: str) -> None:
+def main(rank: int, size: int, uid_bytes: bytes, env: dict, tasks: Any, results: Any, stack_path: str) -> None:
     """Rank ``rank`` of ``size``: answers ``(rank, ok, payload)`` once ready, then once per task."""
     os.environ.update(env)
     _dump_stacks_to(stack_path)

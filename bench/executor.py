@@ -25,7 +25,7 @@ from mpi4py import MPI
 import pymscclpp
 from numba import cuda
 
-from pymscclpp.algos import Call
+from pymscclpp.algos import Call, CallBuffer
 from pymscclpp.executor import ExecutionPlan, Executor
 from pymscclpp.executor import cache as kernel_cache
 from pymscclpp.language.channel import MemoryChannel
@@ -40,8 +40,8 @@ from pymscclpp.runtime.buffers import as_bytes, buffer_info
 def oneshot_allreduce(n: int, protocol: str, instances: int, threads: int) -> dict:
     """One-shot all-pairs all-reduce: every rank sends its input to every peer's scratch (LL packets, or puts
     then a signal), then reduces all ranks' data; thread block t handles chunk t (``instances`` of them)."""
-    ll = protocol == "LL"
-    with CollectiveProgram(f"allreduce_oneshot_{protocol.lower()}", AllReduce(n, 1, False), n, instances=instances,
+    packets = protocol == "packet"
+    with CollectiveProgram(f"allreduce_oneshot_{protocol}", AllReduce(n, 1, False), n, instances=instances,
                            protocol=protocol, use_double_scratch_buffer=True, num_threads_per_block=threads):
         ranks = [Rank(r) for r in range(n)]
         scratch = [Buffer(r, (n - 1) * n) for r in range(n)]  # a slot of n chunks (a whole input) per peer
@@ -55,13 +55,13 @@ def oneshot_allreduce(n: int, protocol: str, instances: int, threads: int) -> di
             inp, out = ranks[r].get_input_buffer(), ranks[r].get_output_buffer()
             peers = [p for p in range(n) if p != r]
             for p in peers:
-                (ch[r, p].put_packets if ll else ch[r, p].put)(slot(p, r), inp[0:n], tb=0)
-            if not ll:
+                (ch[r, p].put_packets if packets else ch[r, p].put)(slot(p, r), inp[0:n], tb=0)
+            if not packets:
                 for p in peers:
                     ch[r, p].signal(tb=0)
                 for p in peers:
                     ch[r, p].wait(tb=0)
-            ranks[r].reduce(inp[0:n], [slot(r, p) for p in peers], tb=0, dst_chunk=out[0:n], packet=ll)
+            ranks[r].reduce(inp[0:n], [slot(r, p) for p in peers], tb=0, dst_chunk=out[0:n], packet=packets)
         return json.loads(JSON())
 
 
@@ -69,7 +69,7 @@ def matching_plan(comm, nbytes: int) -> tuple[str, ExecutionPlan]:
     """The hand-written algorithm the Collective API picks at ``nbytes``, and its DSL twin."""
     name = next(algo for limit, algo in comm.algorithms.table["all_reduce"] if nbytes <= limit)
     impl = comm.algorithms.get("all_reduce", name)
-    protocol = "LL" if name.startswith("packet") else "Simple"
+    protocol = "packet" if name.startswith("packet") else "simple"
     return name, ExecutionPlan.from_plan(oneshot_allreduce(comm.size, protocol, impl.blocks, impl.threads))
 
 
@@ -136,9 +136,11 @@ def main() -> int:
 
         prepared = ex.prepare(xplan, send, recv)
         impl = comm.algorithms.get("all_reduce", algo)
-        call = Call("all_reduce", send, recv_hand, (buffer_info(send).ptr, as_bytes(send) if IS_SIM else None),
-                    (buffer_info(recv_hand).ptr, as_bytes(recv_hand) if IS_SIM else None), nbytes, nbytes,
-                    "float32", "sum", 0, 0, False)
+        call = Call(collective="all_reduce", sendbuf=send, recvbuf=recv_hand,
+                    send=CallBuffer(buffer_info(send).ptr, as_bytes(send) if IS_SIM else None),
+                    recv=CallBuffer(buffer_info(recv_hand).ptr, as_bytes(recv_hand) if IS_SIM else None),
+                    peer_bytes=nbytes, message_bytes=nbytes, dtype="float32", op="sum", root=0, stream=0,
+                    in_place=False)
 
         def dsl():  # both sides through their prepared launches, so neither pays Python argument handling
             prepared.run(0)

@@ -89,6 +89,7 @@ steps() {  # every step at $np ranks
   run nccl_api_tests "${MPI[@]}" python3 tests/gpu/run_nccl_api.py
   [ "$mps" = 1 ] && run nccl_api_served "${MPI[@]}" python3 tests/gpu/run_nccl_api.py --no-nccl
   PYMSCCLPP_SOCKET_ADDR=127.0.0.1 run graph_replays "${MPI[@]}" python3 tests/gpu/run_graphs.py --replays 1000
+  run close_cycles "${MPI[@]}" python3 bench/close_cycles.py --cycles "${CLOSE_CYCLES:-1000}"
   run soak "${MPI[@]}" python3 tests/fault/soak.py --iters "${SOAK_ITERS:-100000}" --report 20000
   run allreduce_graph "${MPI[@]}" python3 -m pymscclpp.bench -b 1K -e 1G -f 4 --graph --check --json "$out/allreduce_graph.json"
   run allreduce_tune_packet "${MPI[@]}" python3 -m pymscclpp.bench -b 16K -e 1M -f 2 --graph --check --algo packet_wide --json "$out/tune_packet_wide.json"

@@ -57,9 +57,9 @@ def setup(comm) -> Launch:
 
 def launch(state: Launch, call) -> None:
     """Per call: point the launch at the caller's buffers and size, then issue it on the caller's stream."""
-    state.set_buffer("inp", call.send[0], call.nbytes, call.send[1])
-    state.set_buffer("out", call.recv[0], call.size, call.recv[1])  # all_gather's size: the gathered output
-    state.set_int("nbytes", call.nbytes)
+    state.set_buffer("inp", call.send.ptr, call.peer_bytes, call.send.array)
+    state.set_buffer("out", call.recv.ptr, call.message_bytes, call.recv.array)  # all_gather: the gathered output
+    state.set_int("nbytes", call.peer_bytes)
     state.launch(call.stream)
 
 

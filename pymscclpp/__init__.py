@@ -1,16 +1,21 @@
 """pymscclpp: GPU collective communication in pure Python on numba-cuda, after MSCCL++.
 
-Importing it only chooses the backend (so ``numba.cuda`` loads in the right mode afterwards); the Communicator,
-the DSL, the executor and the integrations load on first use.
+Importing it only chooses the backend (so ``numba.cuda`` loads in the right mode afterwards) and keys the kernel
+cache by the device code; the Communicator, the DSL, the executor and the integrations load on first use.
 """
 
 __version__ = "0.1.0"
 
 from .runtime import backend as _backend  # chooses gpu/sim (re-imports numba.cuda as the simulator if needed)
+from .runtime import kernel_cache as _kernel_cache
 from .errors import (BackendError, BootstrapError, CallMismatchError, CommTimeoutError, InvalidUsageError,
                      PeerDisconnectedError, PymscclppError, RegistrationError)
 
 BACKEND = _backend.BACKEND
+# every file whose code ends up in a compiled kernel, or whose constants do: what kept kernels are keyed by
+_DEVICE_SOURCES = ("channels", "algos", "callcheck", "executor/device.py", "executor/codegen.py",
+                   "runtime/device_errors.py", "runtime/fifo.py", "bench/memory_channel.py", "bench/port_channel.py")
+_kernel_cache.configure(_DEVICE_SOURCES)  # before any layer defines a cache=True kernel
 _LAZY = {"Communicator": "communicator", "UniqueId": "runtime.bootstrap", "get_unique_id": "runtime.bootstrap",
          "alloc": "runtime.memory"}
 

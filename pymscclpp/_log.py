@@ -10,9 +10,11 @@ from __future__ import annotations
 import logging
 import os
 
+from . import config
+
 _ROOT = "pymscclpp"
 _LEVELS = {"ERROR": logging.ERROR, "WARN": logging.WARNING, "WARNING": logging.WARNING,
-           "INFO": logging.INFO, "DEBUG": logging.DEBUG, "TRACE": logging.DEBUG}
+           "INFO": logging.INFO, "DEBUG": logging.DEBUG, "TRACE": logging.DEBUG}  # config.LOG_LEVELS
 _configured = False
 
 
@@ -21,18 +23,15 @@ def _configure() -> None:
     if _configured:
         return
     _configured = True
-    spec = os.environ.get("PYMSCCLPP_DEBUG", "").strip()
+    spec = config.get("PYMSCCLPP_DEBUG")
     root = logging.getLogger(_ROOT)
-    if not spec:
+    if spec is None:
         return
-    level_name, _, subsystems = spec.partition(":")
-    level = _LEVELS.get(level_name.upper())
-    if level is None:
-        raise ValueError(f"PYMSCCLPP_DEBUG={spec!r}: level must be one of {sorted(_LEVELS)}")
+    level_name, wanted = spec
+    level = _LEVELS[level_name]
     handler = logging.StreamHandler()
     rank = os.environ.get("PMI_RANK") or os.environ.get("OMPI_COMM_WORLD_RANK") or os.environ.get("RANK", "?")
     handler.setFormatter(logging.Formatter(f"[pymscclpp r{rank} %(name)s %(levelname)s] %(message)s"))
-    wanted = [s.strip() for s in subsystems.split(",") if s.strip()]
     if wanted:
         for sub in wanted:
             lg = logging.getLogger(f"{_ROOT}.{sub}")

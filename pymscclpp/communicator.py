@@ -8,10 +8,11 @@ the simulator); every argument is checked before anything is launched.
 
 from __future__ import annotations
 
+import dataclasses
 import numbers
 
 from ._log import get_logger
-from .algos.algorithm import REDUCING, Algorithm, Call
+from .algos.algorithm import REDUCING, Algorithm, Call, CallBuffer
 from .algos.collection import AlgorithmCollection
 from .algos.repeats import RepeatCache, state_of, torch_state
 from .algos import verbs
@@ -60,7 +61,7 @@ class Communicator(_RuntimeCommunicator):
         call = hit.call
         handle = hit.current_stream(self.device) if stream is None else stream_handle(stream, sendbuf, self.device)
         if handle != call.stream:
-            call = hit.call = call._replace(stream=handle)
+            call = hit.call = dataclasses.replace(call, stream=handle)
         self.raise_if_failed()
         self._served[call.collective] = hit.algorithm
         hit.algorithm.launch(call)
@@ -234,11 +235,11 @@ class Communicator(_RuntimeCommunicator):
             where = "the same buffer" if inner.nbytes == outer.nbytes else f"slot {self.rank} of the larger one"
             raise InvalidUsageError(f"{what}: send and receive buffers overlap; in place, pass {where}")
 
-    def _run(self, key: tuple, collective: str, algo, size: int, nbytes: int, sendbuf, send, recvbuf, recv, stream,
-             op: str = "sum", root: int = 0) -> None:
-        """Launch ``collective`` on checked buffers moving ``nbytes`` per slot (a copy on one rank)."""
+    def _run(self, key: tuple, collective: str, algo, message_bytes: int, peer_bytes: int, sendbuf, send, recvbuf,
+             recv, stream, op: str = "sum", root: int = 0) -> None:
+        """Launch ``collective`` on checked buffers moving ``peer_bytes`` per slot (a copy on one rank)."""
         self.raise_if_failed()
-        if nbytes == 0:
+        if peer_bytes == 0:
             return
         out = sendbuf if recvbuf is None else recvbuf
         if self.size == 1:
@@ -248,12 +249,13 @@ class Communicator(_RuntimeCommunicator):
         in_place = recv.ptr == send.ptr if collective not in ("all_gather", "reduce_scatter") else \
             (send.ptr == recv.ptr + self.rank * send.nbytes if collective == "all_gather"
              else recv.ptr == send.ptr + self.rank * recv.nbytes)
-        call = Call(collective, sendbuf, out, (send.ptr, bytes_view(sendbuf, send) if IS_SIM else None),
-                    (recv.ptr, bytes_view(out, recv) if IS_SIM else None), nbytes, size, send.dtype,
-                    op if collective in REDUCING else "sum", root, stream_handle(stream, sendbuf, self.device),
-                    in_place)
+        call = Call(collective=collective, sendbuf=sendbuf, recvbuf=out,
+                    send=CallBuffer(send.ptr, bytes_view(sendbuf, send) if IS_SIM else None),
+                    recv=CallBuffer(recv.ptr, bytes_view(out, recv) if IS_SIM else None), peer_bytes=peer_bytes,
+                    message_bytes=message_bytes, dtype=send.dtype, op=op if collective in REDUCING else "sum",
+                    root=root, stream=stream_handle(stream, sendbuf, self.device), in_place=in_place)
         algorithm = self._served[collective] = self.algorithms.select(call, algo)
-        _log.debug("%s of %d bytes (%s, %s) served by %r", collective, size, call.dtype, call.op, algorithm)
+        _log.debug("%s of %d bytes (%s, %s) served by %r", collective, message_bytes, call.dtype, call.op, algorithm)
         algorithm.launch(call)
         if IS_SIM:  # a simulated kernel has finished by now: its failure is this call's
             self.check_device_errors()

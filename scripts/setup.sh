@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Create .venv (once) and install pymscclpp with its test extras: numba-cuda, mpi4py, an MPI (mpich), NVVM.
+# Create .venv (once) and install pymscclpp with its test extras: numba-cuda, mpi4py, an MPI (mpich), NVVM, mypy.
+# Under CI also Debian's python3-pyverbs and rdma-core (apt), for the IB transport's tests.
 # PyTorch (the torch extra, ~5 GB installed, ~1.5 min from this machine's package mirror) comes too under CI or
 # with PYMSCCLPP_TORCH=1; without it the torch tests skip.
 set -euo pipefail
@@ -10,6 +11,12 @@ if [ "${PYMSCCLPP_TORCH:-${CI:+1}}" = 1 ]; then
   extras=test,torch
 fi
 stamp=.venv/.installed-$extras
+if [ -n "${CI:-}" ] && command -v apt-get >/dev/null && ! dpkg -s python3-pyverbs rdma-core >/dev/null 2>&1; then
+  # the IB transport's tests run against the real pyverbs (tests/test_pyverbs.py); only where apt is missing do
+  # they skip. apt-get needs root (or sudo without a password)
+  sudo=""; [ "$(id -u)" = 0 ] || sudo="sudo -n"
+  $sudo apt-get update -qq && $sudo apt-get install -y -qq python3-pyverbs rdma-core >/dev/null
+fi
 if [ ! -x .venv/bin/python ]; then
   "$PY" -m venv .venv
 fi

@@ -162,3 +162,32 @@ def wait_times_out(comm, state):
 def _signal_kernel(nxt):
     if cuda.threadIdx.x == 0:
         mc.signal(nxt)
+
+
+@cuda.jit
+def _out_of_bounds_kernel(ch, op, off, nbytes):
+    tid, nt = cuda.threadIdx.x, cuda.blockDim.x
+    if op == 0:
+        mc.put(ch, off, 0, nbytes, tid, nt)  # off: into the peer's inbox
+    elif op == 1:
+        mc.get(ch, off, 0, nbytes, tid, nt)  # off: into this rank's src
+    else:
+        mc.unpack_packets(ch, 0, off, nbytes, tid, nt, 1)  # off: in this rank's inbox
+
+
+def out_of_bounds_copy(comm, state, op: int, off: int, nbytes: int):
+    """Rank 0's kernel makes one channel op past a buffer; what the host got (class, text) and whether any byte of
+    the peer's inbox or this rank's src changed."""
+    s = _setup(comm, state)
+    comm.barrier()
+    out = (None, None)
+    before = (_host(s["src"]).copy(), _host(s["inbox"]).copy())
+    if comm.rank == 0:
+        try:
+            _out_of_bounds_kernel[1, 32](s["next"].device_handle(), op, off, nbytes)
+            cuda.synchronize()
+        except Exception as exc:  # noqa: BLE001 - the test asserts on its class and text
+            out = (type(exc).__name__, str(exc))
+    comm.barrier()
+    unchanged = np.array_equal(before[0], _host(s["src"])) and np.array_equal(before[1], _host(s["inbox"]))
+    return out, unchanged

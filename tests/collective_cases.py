@@ -219,6 +219,27 @@ def all_reduce_registered(comm, state, count: int, dtype: str, seed: int, inplac
     return recv.copy_to_host()
 
 
+def reduce_scatter_registered(comm, state, count: int, dtype: str, seed: int, inplace: bool, repeat: int = 2) -> None:
+    """reduce_scatter (sum, ``read``) on a send buffer registered with the communicator runs the zero-copy kernel
+    and equals the rank-order NumPy reduction, call after call, into a buffer that changes between calls."""
+    from pymscclpp.runtime.memory import alloc, view_as
+    n, r = comm.size, comm.rank
+    np_dtype = np.dtype(dtype)
+    send = view_as(alloc(n * count * np_dtype.itemsize), np_dtype)
+    comm.register_buffer(send)
+    for it in range(repeat):
+        send.copy_to_device(rank_data(r, n * count, dtype, seed + it))
+        recv = send[r * count:(r + 1) * count] if inplace else cuda.to_device(np.full(count, 99, np_dtype))
+        comm.reduce_scatter(send, recv, algo="read")
+        cuda.synchronize()
+        comm.check_device_errors()
+        want = expected_allreduce(n, n * count, dtype, seed + it, "sum")[r * count:(r + 1) * count]
+        np.testing.assert_array_equal(recv.copy_to_host(), want)
+    launches = comm.last_algorithm("reduce_scatter").kernel_launches()
+    assert len(launches) == 2 and launches[1].kernel.py_func.__name__ == "reduce_scatter_zero_copy_simple", launches
+    comm.deregister_buffer(send)
+
+
 def registered_on_some_ranks(comm, state, count: int) -> str:
     """Every rank registers a buffer, but only rank 0 calls all_reduce on it (the others on another buffer): the
     zero-copy call and the staged ones disagree, so every rank raises CallMismatchError (no rank returns a wrong

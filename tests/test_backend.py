@@ -37,7 +37,28 @@ def test_simulator_env_set_before_numba_import_is_honoured():
 @pytest.mark.parametrize("value", ["abc", "-1"])
 def test_bad_timeout_env_is_rejected(value, monkeypatch):
     from pymscclpp.errors import InvalidUsageError
-    from pymscclpp.runtime import config
+    from pymscclpp import config
     monkeypatch.setenv("PYMSCCLPP_TIMEOUT_S", value)
     with pytest.raises(InvalidUsageError, match="PYMSCCLPP_TIMEOUT_S"):
-        config.timeout_s()
+        config.get("PYMSCCLPP_TIMEOUT_S")
+
+
+def test_driver_functions_share_one_library_but_keep_their_own_argument_types(monkeypatch):
+    import ctypes
+    from pymscclpp.runtime import backend
+    libc = ctypes.CDLL(None)  # stands in for libcuda: the lookup rules are the same
+    monkeypatch.setattr(backend, "libcuda", lambda: libc)
+    first = backend.driver_function(("no_such_call", "memcpy"), [ctypes.c_uint64, ctypes.c_uint64, ctypes.c_size_t],
+                                    ctypes.c_uint64)
+    second = backend.driver_function(("memcpy",), [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_size_t], ctypes.c_void_p)
+    assert first is not second and first.argtypes[0] is ctypes.c_uint64 and second.argtypes[0] is ctypes.c_void_p
+    src, dst = ctypes.create_string_buffer(b"abc", 4), ctypes.create_string_buffer(4)
+    first(ctypes.addressof(dst), ctypes.addressof(src), 4)
+    assert dst.value == b"abc"
+    assert backend.driver_function(("no_such_call",), []) is None
+
+
+def test_no_driver_means_no_driver_function(monkeypatch):
+    from pymscclpp.runtime import backend
+    monkeypatch.setattr(backend, "libcuda", lambda: None)
+    assert backend.driver_function(("cuInit",), []) is None

@@ -115,7 +115,8 @@ def test_the_tuner_keeps_other_rank_counts_tables_in_its_file(tmp_path):
     (2, 1 << 20, "all_reduce", "simple"), (2, 64 << 20, "all_reduce", "rsag"), (4, 1 << 20, "all_reduce", "rsag"),
     (8, 128 << 10, "all_reduce", "rsag"), (8, 32 << 10, "all_reduce", "packet_wide"),
     (2, 1 << 20, "all_gather", "simple"), (8, 1 << 20, "all_gather", "read"),
-    (8, 1 << 20, "broadcast", "scatter_gather"), (8, 1 << 20, "reduce_scatter", "simple")])
+    (8, 1 << 20, "broadcast", "scatter_gather"), (8, 1 << 20, "reduce_scatter", "read"),
+    (2, 1 << 20, "reduce_scatter", "simple")])
 def test_the_default_selection_depends_on_the_rank_count(nranks, size, collective, name):
     from pymscclpp.algos import collection
     rows = collection.default_table(nranks)[collective]

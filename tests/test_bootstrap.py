@@ -343,7 +343,7 @@ def test_unused_root_gives_up_after_pymscclpp_timeout_s(monkeypatch, caplog):
     while set(threading.enumerate()) != before and time.monotonic() < deadline:
         time.sleep(0.05)
     assert set(threading.enumerate()) == before
-    assert "gave up after 0.2 s: 0 rank(s) registered, job size unknown" in caplog.text
+    assert "gave up after the ranks' budget of 0.2 s and 1.0 s of grace: 0 rank(s) registered, job size unknown" in caplog.text
 
 
 # ---------------------------------------------------------------- size limits

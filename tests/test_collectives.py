@@ -24,12 +24,12 @@ DTYPES = ["float32", "float16", "int32", "uint8"]
 @settings(max_examples=12, deadline=None, suppress_health_check=list(HealthCheck))
 @given(size=st.sampled_from([2, 3, 4]), count=st.integers(1, 700), dtype=st.sampled_from(DTYPES),
        op=st.sampled_from(["sum", "min", "max"]), seed=st.integers(0, 1000), inplace=st.booleans(),
-       algo=st.sampled_from(["packet", "simple", "rsag"]))
+       algo=st.sampled_from(["packet", "simple", "rsag", "rsag_packet"]))
 def test_all_reduce_matches_numpy_for_any_size_dtype_op_and_algorithm(size, count, dtype, op, seed, inplace, algo):
     pool(size).run(cases.all_reduce, count=count, dtype=dtype, op=op, seed=seed, inplace=inplace, algo=algo)
 
 
-@pytest.mark.parametrize("algo", ["packet", "simple", "rsag"])
+@pytest.mark.parametrize("algo", ["packet", "simple", "rsag", "rsag_packet"])
 def test_repeated_all_reduces_reuse_scratch_safely(algo):
     pool(2).run(cases.all_reduce, count=333, dtype="float32", op="sum", seed=7, inplace=False, algo=algo, repeat=5)
 
@@ -41,7 +41,7 @@ def test_simple_all_reduce_runs_in_several_rounds(algo):
                                          inplace=True, algo=algo)
 
 
-@pytest.mark.parametrize("algo", ["packet", "simple", "rsag"])
+@pytest.mark.parametrize("algo", ["packet", "simple", "rsag", "rsag_packet"])
 def test_all_reduce_algorithms_give_bit_identical_results_on_every_rank(algo):
     # bfloat16 sums of non-integers round at every step: equal results mean one reduction order everywhere
     outs = pool(4).run(cases.all_reduce_result, count=1001, dtype="bfloat16", seed=11, algo=algo)
@@ -59,7 +59,7 @@ _SIM = dict(max_examples=12, deadline=None, suppress_health_check=list(HealthChe
 _COMMON = dict(size=st.sampled_from([2, 3, 4]), count=st.integers(1, 300), dtype=st.sampled_from(DTYPES),
                seed=st.integers(0, 1000), inplace=st.booleans())
 _ALGOS = {name: st.sampled_from(["packet", "simple", *extra]) for name, extra in
-          {"all_gather": ["read"], "reduce_scatter": [], "all_to_all": [], "broadcast": ["scatter_gather"]}.items()}
+          {"all_gather": ["read"], "reduce_scatter": ["read"], "all_to_all": [], "broadcast": ["scatter_gather"]}.items()}
 
 
 @settings(**_SIM)
@@ -150,6 +150,12 @@ def test_ops_only_nccl_has_name_nccl_in_the_error_when_it_is_missing():
                                                       (4, 4 * 301 + 1, "int32", False)])
 def test_all_reduce_on_registered_buffers_runs_zero_copy_and_is_exact(size, count, dtype, inplace):
     pool(size).run(cases.all_reduce_registered, count=count, dtype=dtype, seed=count, inplace=inplace)
+
+
+@pytest.mark.parametrize("size,count,dtype,inplace", [(2, 1003, "float32", False), (3, 517, "float16", True),
+                                                      (4, 301, "int32", False)])
+def test_reduce_scatter_on_a_registered_send_buffer_runs_zero_copy_and_is_exact(size, count, dtype, inplace):
+    pool(size).run(cases.reduce_scatter_registered, count=count, dtype=dtype, seed=count, inplace=inplace)
 
 
 def test_a_zero_copy_call_meeting_staged_ones_fails_the_call_check_on_every_rank():

@@ -27,3 +27,16 @@ def test_cubins_are_named_by_kernel_types_and_gpu_and_kept_only_for_pymscclpp_ke
     distinct = {paths[k] for k in ("reduce_ll", "reduce_ll_other_types", "reduce_ll_other_gpu", "reduce_simple")}
     assert len(distinct) == 4
     assert paths["user"] == "None"  # its device functions could change without the digest seeing them
+
+
+def test_the_digest_covers_every_file_with_device_functions():
+    """numba's cache does not see a device function change in another module: each such file must be in the key."""
+    import pymscclpp
+    root = Path(pymscclpp.__file__).parent
+    covered = set()
+    for rel in pymscclpp._DEVICE_SOURCES:
+        path = root / rel
+        assert path.exists(), f"{rel} (a device source the package names) does not exist"
+        covered |= set(path.glob("*.py")) if path.is_dir() else {path}
+    devices = {p for p in root.rglob("*.py") if "@cuda.jit(device=True" in p.read_text()}
+    assert devices <= covered, sorted(str(p.relative_to(root)) for p in devices - covered)

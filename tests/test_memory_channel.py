@@ -52,3 +52,18 @@ def test_packets_deliver_exact_bytes_with_fresh_flags(size, nbytes, src_off, out
 
 def test_unsignalled_wait_times_out_with_rank_and_peer():
     pool(2).run(cases.wait_times_out)
+
+
+@pytest.mark.parametrize("op, off, nbytes, words", [
+    (0, cases.ARENA - 8, 64, f"put of 64 bytes at offset {cases.ARENA - 8} is outside the peer's inbox (dst) of "
+                            f"{cases.ARENA} bytes"),
+    (1, 16, cases.ARENA, f"get of {cases.ARENA} bytes at offset 16 is outside this rank's src buffer of {cases.ARENA} "
+                         "bytes"),
+    (2, cases.ARENA - 16, 16, f"unpack_packets of 32 bytes at offset {cases.ARENA - 16} is outside this rank's inbox "
+                              f"(pkt) of {cases.ARENA} bytes"),
+])
+def test_a_channel_copy_past_a_buffer_raises_naming_the_peer_op_offset_size_and_buffer(op, off, nbytes, words):
+    (kind, text), unchanged = pool(2).run(cases.out_of_bounds_copy, op=op, off=off, nbytes=nbytes)[0]
+    assert kind == "InvalidUsageError", (kind, text)
+    assert f"memory channel from rank 0 to peer 1: {words}" in text, text
+    assert unchanged, "no byte may be copied by an op that is out of bounds"

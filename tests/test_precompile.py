@@ -14,19 +14,20 @@ from rankpool import RankPool
 
 def _requested(comm, state) -> set:
     """(kernel, argument types) of every launch of every one-shot, two-step and exchange algorithm this
-    communicator can set up, the zero-copy all-reduce's on registered buffers too."""
+    communicator can set up, the zero-copy all-reduce's and reduce-scatter's on registered buffers too."""
     import numpy as np
     from numba import cuda
-    from pymscclpp.algos.algorithm import COLLECTIVES
+    from pymscclpp.runtime.collectives import CALLS
     from pymscclpp.algos.exchange import Exchange
     from pymscclpp.algos.oneshot import OneShot
     from pymscclpp.runtime.memory import alloc, view_as
     buf = view_as(alloc(64), np.float32)
     comm.register_buffer(buf)
     comm.all_reduce(buf, algo="rsag")
+    comm.reduce_scatter(buf, buf[comm.rank * 8:(comm.rank + 1) * 8], algo="read")
     cuda.synchronize()
     out = set()
-    for collective in COLLECTIVES:
+    for collective in CALLS:
         for name in comm.algorithms.names(collective):
             algo = comm.algorithms.get(collective, name)
             if isinstance(algo, (OneShot, Exchange)):

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from pymscclpp.algos import repeats
-from pymscclpp.algos.algorithm import Algorithm, Call
+from pymscclpp.algos.algorithm import Algorithm, Call, CallBuffer
 from pymscclpp.algos.repeats import MAX_CALLS, RepeatCache
 from pymscclpp.runtime.buffers import DeviceView
 
@@ -32,7 +32,8 @@ def view(ptr: int = 0x1000) -> DeviceView:
 
 
 def call_on(send, recv) -> Call:
-    return Call("all_reduce", send, recv, (0x1000, None), (0x1000, None), 1024, 1024, "float32", "sum", 0, 0, True)
+    return Call(collective="all_reduce", sendbuf=send, recvbuf=recv, send=CallBuffer(0x1000), recv=CallBuffer(0x1000),
+                peer_bytes=1024, message_bytes=1024, dtype="float32", op="sum", root=0, stream=0, in_place=True)
 
 
 def test_a_call_is_found_for_the_same_buffer_objects_only():

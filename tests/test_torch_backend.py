@@ -227,7 +227,7 @@ def _repeats_after_in_place_changes(dist, store, rank: int, size: int) -> None:
     comm.all_reduce(z)
     served = []
     comm.register_algorithm(KernelAlgorithm("mine", "all_reduce", lambda c: None,
-                                            lambda state, call: served.append(call.nbytes), call_check=False))
+                                            lambda state, call: served.append(call.peer_bytes), call_check=False))
     comm.all_reduce(z)  # the same object, and a new view: repeated before, but an algorithm preferred since
     comm.all_reduce(y.view(2, 4))  # serves them
     assert served == [12, 32]

@@ -9,9 +9,8 @@ from dataclasses import dataclass
 from typing import NamedTuple
 
 from ..channels import reduce as red
-from ..runtime.fingerprint import COLLECTIVES  # noqa: F401 (the fingerprint's codes follow its order)
+from ..runtime.collectives import COLLECTIVES, REDUCING  # noqa: F401 (re-exported: what algorithms serve)
 
-REDUCING = frozenset({"all_reduce", "reduce_scatter", "reduce"})
 ANY, IN_PLACE, OUT_OF_PLACE = "any", "in_place", "out_of_place"
 
 
@@ -35,10 +34,19 @@ class Constraint:
         return None
 
 
-class Call(NamedTuple):
+class CallBuffer(NamedTuple):
+    """One of a call's buffers as a kernel takes it: its device address and, under the simulator (which has no
+    addresses), its bytes as a uint8 device array (None on the GPU)."""
+
+    ptr: int
+    array: object = None
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Call:
     """One checked collective call, as an algorithm launches it. ``sendbuf``/``recvbuf`` are the caller's
-    buffers (``recvbuf`` is ``sendbuf`` in place); ``send``/``recv`` their (device address, byte array or None)
-    pairs; ``nbytes`` is what one rank sends one peer; ``size`` the message size selection reads. A call the
+    buffers (``recvbuf`` is ``sendbuf`` in place); ``send``/``recv`` the same buffers as kernels take them;
+    ``peer_bytes`` is what one rank sends one peer; ``message_bytes`` the message size selection reads. A call the
     Communicator remembers for an algorithm whose launch reads addresses only has no buffer objects (None:
     ``algos.repeats``), and is the same object each time it is repeated. ``layout``: an exchange call's per-peer
     table (``algos.exchange``; send/recv, all-to-all with counts, gather, scatter, reduce), else empty."""
@@ -46,10 +54,10 @@ class Call(NamedTuple):
     collective: str
     sendbuf: object
     recvbuf: object
-    send: tuple
-    recv: tuple
-    nbytes: int
-    size: int
+    send: CallBuffer
+    recv: CallBuffer
+    peer_bytes: int
+    message_bytes: int
     dtype: str
     op: str
     root: int
@@ -74,8 +82,8 @@ class Algorithm:
     def why_not(self, comm, call: Call) -> str | None:
         """Why this algorithm cannot serve ``call`` on ``comm``, or None when it can."""
         low, high = self.message_range
-        if not low <= call.size <= high:
-            return f"serves messages of {low} to {high} bytes, got {call.size}"
+        if not low <= call.message_bytes <= high:
+            return f"serves messages of {low} to {high} bytes, got {call.message_bytes}"
         if self.buffer_mode == IN_PLACE and not call.in_place or self.buffer_mode == OUT_OF_PLACE and call.in_place:
             return f"runs {self.buffer_mode.replace('_', ' ')} only"
         if call.collective in REDUCING and (call.dtype not in self.dtypes or call.op not in self.ops):
@@ -90,8 +98,8 @@ class Algorithm:
         """Enqueue ``call`` on its stream (asynchronous on GPUs; capturable in a CUDA graph)."""
         raise NotImplementedError
 
-    def traffic(self, size: int, nranks: int, rank: int, root: int = 0) -> tuple[int, int]:
-        """(bytes sent, bytes received) through its channels by ``rank`` in one call of ``size`` bytes (nccl-tests
+    def traffic(self, message_bytes: int, nranks: int, rank: int, root: int = 0) -> tuple[int, int]:
+        """(bytes sent, bytes received) through its channels by ``rank`` in one call of ``message_bytes`` (nccl-tests
         sizes, as selection reads them) on ``nranks`` ranks: what ``runtime.traffic`` measures under the simulator."""
         raise NotImplementedError(f"{self!r} states no traffic")
 

@@ -10,42 +10,49 @@ from numba import cuda
 
 from ..callcheck.device import begin_call, calls_agree
 from ..channels.peers import peer_rank
-from .blocks import (LL, SIMPLE_LIMITS, SIMPLE, begin_and_send, copy_unless_same, end_round, receive, rounds, scale,
+from .blocks import (PACKET, SIMPLE_LIMITS, SIMPLE, begin_and_send, copy_unless_same, end_round, receive, rounds, scale,
                      sync_round)
 
 
 @cuda.jit(device=True)
-def exchange(proto, chans, cc, fp, inp, out, scratch, flags, nbytes, slot_bytes, rank, nranks, send_stride):
+def exchange(proto, chans, call_check, fingerprint, inp, out, scratch, flags, nbytes, slot_bytes, rank, nranks,
+             send_stride):
     """``inp[p * send_stride:][:nbytes]`` lands in rank p's ``out`` slot ``rank`` (``send_stride`` 0: all-gather,
-    ``nbytes``: all-to-all): one packet hop (LL) or rounds of ``slot_bytes`` per slot (simple), once the ranks'
+    ``nbytes``: all-to-all): one packet hop (packet) or rounds of ``slot_bytes`` per slot (simple), once the ranks'
     calls agree."""
     tid, nt = cuda.threadIdx.x, cuda.blockDim.x
-    sc = scale(proto)
-    begin_call(cc, fp, rank, nranks)
-    if proto != LL and not calls_agree(cc, fp, rank, nranks):  # large messages: the check before the first put
+    scratch_scale = scale(proto)
+    begin_call(call_check, fingerprint, rank, nranks)
+    # large messages: the check before the first put
+    if proto != PACKET and not calls_agree(call_check, fingerprint, rank, nranks):
         return
     for rd in range(rounds(proto, nbytes, slot_bytes)):
         flag, half, lo, n, at = begin_and_send(proto, chans, flags, inp, nbytes, slot_bytes, rd, rank, nranks,
                                                send_stride, tid, nt)
-        if proto != LL or calls_agree(cc, fp, rank, nranks):  # packets: sent only into scratch so far
+        # packets: sent only into scratch so far
+        if proto != PACKET or calls_agree(call_check, fingerprint, rank, nranks):
             if n > 0:
                 copy_unless_same(out, rank * nbytes + at, inp, rank * send_stride + at, n, tid, nt)
             sync_round(proto, chans, nranks)  # in place, our slots are read above before peers' data lands below
             if n > 0:
                 for j in range(nranks - 1):
                     p = peer_rank(j, rank)
-                    receive(proto, out, p * nbytes + at, scratch, half + p * slot_bytes + sc * lo, n, tid, nt, flag,
-                            chans[j])
+                    receive(proto, out, p * nbytes + at, scratch, half + p * slot_bytes + scratch_scale * lo, n, tid,
+                            nt, flag, chans[j])
         end_round(flags, flag)
 
 
 @cuda.jit(cache=True)
-def exchange_ll(chans, cc, fp, inp, out, scratch, flags, nbytes, slot_bytes, rank, nranks, send_stride):
+def exchange_ll(chans, call_check, fingerprint, inp, out, scratch, flags, nbytes, slot_bytes, rank, nranks,
+                send_stride):
     """``exchange`` with LL16 packets."""
-    exchange(LL, chans, cc, fp, inp, out, scratch, flags, nbytes, slot_bytes, rank, nranks, send_stride)
+    exchange(PACKET, chans, call_check, fingerprint, inp, out, scratch, flags, nbytes, slot_bytes, rank, nranks,
+             send_stride)
 
 
 @cuda.jit(cache=True, **SIMPLE_LIMITS)
-def exchange_simple(chans, cc, fp, inp, out, scratch, flags, nbytes, slot_bytes, rank, nranks, send_stride):
+def exchange_simple(chans, call_check, fingerprint, inp, out, scratch, flags, nbytes, slot_bytes, rank, nranks,
+                    send_stride):
     """``exchange`` with the simple protocol."""
-    exchange(SIMPLE, chans, cc, fp, inp, out, scratch, flags, nbytes, slot_bytes, rank, nranks, send_stride)
+    exchange(SIMPLE, chans, call_check, fingerprint, inp, out, scratch, flags, nbytes, slot_bytes, rank, nranks,
+             send_stride)

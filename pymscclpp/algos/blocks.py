@@ -1,6 +1,6 @@
 """Block helpers every one-shot collective kernel shares, the protocol a parameter (as NCCL's primitives take
 it): which slice a block owns, sending to peers' scratch, the round's synchronisation, receiving from scratch,
-and the end of a round. ``LL``: one round of LL16 packets (scratch holds 2 bytes per data byte); ``SIMPLE``:
+and the end of a round. ``PACKET``: one round of LL16 packets (scratch holds 2 bytes per data byte); ``SIMPLE``:
 rounds of ``slot_bytes`` per slot, puts and one signal per block and peer. Scratch halves alternate by per-block
 flag parity. Before a call writes any output byte or waits for a peer's data, its ranks compare call fingerprints
 (``callcheck.device``).
@@ -17,7 +17,7 @@ from ..channels.peers import peer_rank
 from ..channels.ptx import address_of
 from ..runtime.backend import IS_SIM
 
-LL, SIMPLE = 0, 1
+PACKET, SIMPLE = 0, 1  # the protocols, a compile-time parameter of the kernels
 # the simple entry kernels' compile options: at most 128 registers, so 512 threads a block always launch (65,536
 # registers an SM; a two-shot kernel compiled on the GPU took more); the simulator's jit takes no such option
 SIMPLE_LIMITS = {} if IS_SIM else {"max_registers": 128}
@@ -91,7 +91,7 @@ def end_round(flags, flag):
 @cuda.jit(device=True)
 def rounds(proto, nbytes, slot_bytes):
     """Rounds a call of ``nbytes`` per slot takes: one for packets, else one per ``slot_bytes``."""
-    if proto == LL:
+    if proto == PACKET:
         return 1
     return (nbytes + slot_bytes - 1) // slot_bytes
 
@@ -100,7 +100,7 @@ def rounds(proto, nbytes, slot_bytes):
 def begin(proto, flags, nbytes, slot_bytes, rd, slots):
     """(flag, scratch half, first byte within the round, byte count, first byte of the buffer) of the calling
     block in round ``rd`` over ``slots`` scratch slots."""
-    if proto == LL:
+    if proto == PACKET:
         flag, half, lo, n = begin_packets(flags, nbytes, slot_bytes, slots)
         return flag, half, lo, n, lo
     return begin_round(flags, nbytes, slot_bytes, rd, slots)
@@ -109,13 +109,13 @@ def begin(proto, flags, nbytes, slot_bytes, rd, slots):
 @cuda.jit(device=True)
 def scale(proto):
     """Scratch bytes per data byte."""
-    return 2 if proto == LL else 1
+    return 2 if proto == PACKET else 1
 
 
 @cuda.jit(device=True)
 def send(proto, dst, dst_off, src, src_off, n, tid, nthreads, flag):
     """Move ``n`` bytes of ``src`` into scratch ``dst`` (a peer's): as packets, or as they are."""
-    if proto == LL:
+    if proto == PACKET:
         prim.put_packets_ll16(dst, dst_off, src, src_off, n, tid, nthreads, flag)
     else:
         prim.copy_bytes(dst, dst_off, src, src_off, n, tid, nthreads)
@@ -133,7 +133,7 @@ def send_to_peers(proto, chans, dst_off, src, src_off, send_stride, rank, nranks
 def receive(proto, dst, dst_off, scratch, off, n, tid, nthreads, flag, ch):
     """Move ``n`` bytes a peer sent into our ``scratch`` at ``off`` to ``dst``: waiting for its packets (errors
     recorded in ``ch``), or copying after the round's signal."""
-    if proto == LL:
+    if proto == PACKET:
         prim.unpack_packets_ll16(dst, dst_off, scratch, off, n, tid, nthreads, flag, ch, OP_PACKET)
     else:
         prim.copy_bytes(dst, dst_off, scratch, off, n, tid, nthreads)
@@ -142,7 +142,7 @@ def receive(proto, dst, dst_off, scratch, off, n, tid, nthreads, flag, ch):
 @cuda.jit(device=True)
 def sync_round(proto, chans, nranks):
     """Between sending and receiving: simple signals and waits every peer; packets carry their own flags."""
-    if proto == LL:
+    if proto == PACKET:
         cuda.syncthreads()
     else:
         signal_and_wait_all(chans, nranks)

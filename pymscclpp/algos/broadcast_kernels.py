@@ -11,23 +11,24 @@ from numba import cuda
 from ..channels import memory_channel as mc
 from ..callcheck.device import begin_call, calls_agree
 from ..channels.peers import peer_index
-from .blocks import (LL, SIMPLE_LIMITS, SIMPLE, begin, copy_unless_same, end_round, receive, rounds, scale, send)
+from .blocks import (PACKET, SIMPLE_LIMITS, SIMPLE, begin, copy_unless_same, end_round, receive, rounds, scale, send)
 
 
 @cuda.jit(device=True)
-def broadcast(proto, chans, cc, fp, inp, out, scratch, flags, nbytes, slot_bytes, rank, nranks, root):
+def broadcast(proto, chans, call_check, fingerprint, inp, out, scratch, flags, nbytes, slot_bytes, rank, nranks, root):
     """The root sends each round once every peer's credit for its half has come (packets: a peer's launch
     began; simple: it read round r - 2); peers receive it into ``out``. Nobody waits for a peer or writes
     ``out`` before the ranks' calls agree."""
     tid, nt = cuda.threadIdx.x, cuda.blockDim.x
     b = cuda.blockIdx.x
-    sc = scale(proto)
+    scratch_scale = scale(proto)
     nrounds = rounds(proto, nbytes, slot_bytes)
-    begin_call(cc, fp, rank, nranks)
+    begin_call(call_check, fingerprint, rank, nranks)
     if rank != root and tid == 0:
-        for _ in range(1 if proto == LL else min(nrounds, 2)):
+        for _ in range(1 if proto == PACKET else min(nrounds, 2)):
             mc.signal(chans[peer_index(root, rank)], b)
-    if not calls_agree(cc, fp, rank, nranks):  # before the root waits for credits or anybody writes ``out``
+    # before the root waits for credits or anybody writes ``out``
+    if not calls_agree(call_check, fingerprint, rank, nranks):
         return
     for rd in range(nrounds):
         # halves of ``nranks`` slots, as every one-shot algorithm sharing this scratch lays them out (the root uses
@@ -39,7 +40,7 @@ def broadcast(proto, chans, cc, fp, inp, out, scratch, flags, nbytes, slot_bytes
             cuda.syncthreads()
             if n > 0:
                 for j in range(nranks - 1):
-                    send(proto, chans[j].dst, half + sc * lo, inp, at, n, tid, nt, flag)
+                    send(proto, chans[j].dst, half + scratch_scale * lo, inp, at, n, tid, nt, flag)
                 copy_unless_same(out, at, inp, at, n, tid, nt)
             if proto == SIMPLE:
                 cuda.syncthreads()
@@ -52,7 +53,7 @@ def broadcast(proto, chans, cc, fp, inp, out, scratch, flags, nbytes, slot_bytes
                     mc.wait(ch, b)
                 cuda.syncthreads()
             if n > 0:
-                receive(proto, out, at, scratch, half + sc * lo, n, tid, nt, flag, ch)
+                receive(proto, out, at, scratch, half + scratch_scale * lo, n, tid, nt, flag, ch)
             if proto == SIMPLE:
                 cuda.syncthreads()
                 if tid == 0 and rd + 2 < nrounds:
@@ -61,12 +62,12 @@ def broadcast(proto, chans, cc, fp, inp, out, scratch, flags, nbytes, slot_bytes
 
 
 @cuda.jit(cache=True)
-def broadcast_ll(chans, cc, fp, inp, out, scratch, flags, nbytes, slot_bytes, rank, nranks, root):
+def broadcast_ll(chans, call_check, fingerprint, inp, out, scratch, flags, nbytes, slot_bytes, rank, nranks, root):
     """``broadcast`` with LL16 packets."""
-    broadcast(LL, chans, cc, fp, inp, out, scratch, flags, nbytes, slot_bytes, rank, nranks, root)
+    broadcast(PACKET, chans, call_check, fingerprint, inp, out, scratch, flags, nbytes, slot_bytes, rank, nranks, root)
 
 
 @cuda.jit(cache=True, **SIMPLE_LIMITS)
-def broadcast_simple(chans, cc, fp, inp, out, scratch, flags, nbytes, slot_bytes, rank, nranks, root):
+def broadcast_simple(chans, call_check, fingerprint, inp, out, scratch, flags, nbytes, slot_bytes, rank, nranks, root):
     """``broadcast`` with the simple protocol."""
-    broadcast(SIMPLE, chans, cc, fp, inp, out, scratch, flags, nbytes, slot_bytes, rank, nranks, root)
+    broadcast(SIMPLE, chans, call_check, fingerprint, inp, out, scratch, flags, nbytes, slot_bytes, rank, nranks, root)

@@ -10,21 +10,23 @@ set up (collectively) on first use; the choice per call shape is remembered, so 
 from __future__ import annotations
 
 import json
-import os
 import weakref
 from typing import Callable
 
+from .. import config
 from ..errors import InvalidUsageError
 from ..runtime.backend import IS_SIM
 from .algorithm import COLLECTIVES, Algorithm, Call
 from .cross_host import CrossHost
+from .library_plans import LibraryPlan
 from .exchange import EXCHANGED, Exchange
 from .exchange_port import CrossHostExchange
 from .oneshot import BY_COLLECTIVE, PACKET_MAX, AllReduce
 from .twoshot import TWO_STEP
+from .twoshot_packet import AllReduceTwoShotPacket
 
 _INF = float("inf")
-TWO_STEP_NAMES = {"all_reduce": "rsag", "all_gather": "read", "broadcast": "scatter_gather"}
+TWO_STEP_NAMES = {"all_reduce": "rsag", "all_gather": "read", "broadcast": "scatter_gather", "reduce_scatter": "read"}
 _CHOICES = 256  # remembered call shapes
 
 
@@ -59,13 +61,15 @@ def builtin_factories() -> dict[tuple[str, str], Callable[[], Algorithm]]:
         out[collective, TWO_STEP_NAMES[collective]] = lambda cls=cls, n=TWO_STEP_NAMES[collective]: \
             cls(n, "simple", *grid["simple"])
     for collective in BY_COLLECTIVE:  # ranks on several hosts: the one-shot kernels need one host, these do not
-        out[collective, "cross_host_ll"] = lambda c=collective: CrossHost("cross_host_ll", c, "LL", 64 << 10)
+        out[collective, "cross_host_packet"] = lambda c=collective: CrossHost("cross_host_packet", c, "packet",
+                                                                              64 << 10)
         out[collective, "cross_host"] = lambda c=collective: CrossHost("cross_host", c)
     for collective in EXCHANGED:
         out[collective, "exchange"] = lambda c=collective: Exchange(c)
         out[collective, "cross_host"] = lambda c=collective: CrossHostExchange(c)
     out["all_reduce", "packet"] = lambda: AllReduce("packet", "packet", *grid["packet_narrow"], PACKET_MAX)
     out["all_reduce", "packet_wide"] = lambda: AllReduce("packet_wide", "packet", *grid["packet"], PACKET_MAX)
+    out["all_reduce", "rsag_packet"] = lambda: AllReduceTwoShotPacket("rsag_packet", *grid["packet"])
     return out
 
 
@@ -74,7 +78,7 @@ def load_table(nranks: int = 2) -> dict:
     PYMSCCLPP_TUNING_FILE names one. The file maps each collective to its rows, or each rank count ("8") to such a
     table (the tuner writes one per rank count it ran at); a rank count it lacks keeps the defaults."""
     defaults = default_table(nranks)
-    path = os.environ.get("PYMSCCLPP_TUNING_FILE")
+    path = config.get("PYMSCCLPP_TUNING_FILE")
     if not path:
         return defaults
     try:
@@ -138,7 +142,7 @@ class AlgorithmCollection:
         key = (collective, name)
         algo = self._built.get(key)
         if algo is None:
-            if key not in self._factories:
+            if self._factory(collective, name) is None:
                 raise InvalidUsageError(f"unknown {collective} algorithm {name!r}: choose from "
                                         f"{self.names(collective)}")
             algo = self._built[key] = self._factories[key]()
@@ -148,10 +152,21 @@ class AlgorithmCollection:
             self._ready.add(key)
         return algo
 
+    def _factory(self, collective: str, name: str) -> Callable[[], Algorithm] | None:
+        """The builder of algorithm ``name``; a library plan's name (``plan:...``, ``library_plans``) gets one on
+        first use, so a tuning file or ``algo=`` can name any library program with its parameters."""
+        key = (collective, name)
+        if key not in self._factories:
+            spec = LibraryPlan.parse(name)
+            if spec is None:
+                return None
+            self._factories[key] = lambda n=self.comm.size: spec.algorithm(n, collective)
+        return self._factories[key]
+
     def select(self, call: Call, forced: str | None = None) -> Algorithm:
         """The algorithm serving ``call``: ``forced`` by name, else the table's choice if it can serve the call,
         else the first registered one that can. Raises InvalidUsageError naming why none can."""
-        shape = (call.collective, call.size, call.dtype, call.op, call.in_place, forced)
+        shape = (call.collective, call.message_bytes, call.dtype, call.op, call.in_place, forced)
         algo = self._choice.get(shape)
         if algo is not None:
             self.served[call.collective] = algo
@@ -172,10 +187,10 @@ class AlgorithmCollection:
     def _first_able(self, call: Call) -> Algorithm:
         rows = self.table.get(call.collective, ())
         first = [n for c, n in self._preferred if c == call.collective]
-        first += [n for limit, n in rows if call.size <= limit][:1]
+        first += [n for limit, n in rows if call.message_bytes <= limit][:1]
         reasons = []
         for name in first + [n for n in self.names(call.collective) if n not in first]:
-            if (call.collective, name) not in self._factories:
+            if self._factory(call.collective, name) is None:
                 raise InvalidUsageError(f"the selection table names {call.collective} algorithm {name!r}, which "
                                         f"is not registered: choose from {self.names(call.collective)}")
             candidate = self._built.get((call.collective, name)) or self._factories[call.collective, name]()
@@ -184,7 +199,7 @@ class AlgorithmCollection:
             if why is None:
                 return self.get(call.collective, name)
             reasons.append(f"{name}: {why}")
-        raise InvalidUsageError(f"no {call.collective} algorithm serves {call.size} bytes of {call.dtype} here ("
+        raise InvalidUsageError(f"no {call.collective} algorithm serves {call.message_bytes} bytes of {call.dtype} here ("
                                 + "; ".join(reasons) + ")")
 
     def built(self) -> list[Algorithm]:

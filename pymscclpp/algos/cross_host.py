@@ -9,16 +9,14 @@ from __future__ import annotations
 from .algorithm import Algorithm, Call, Constraint
 from ..callcheck.hosts import HostCallCheck
 from .plan_algorithm import PlanAlgorithm
-
-_PLAN_COLLECTIVE = {"all_reduce": "allreduce", "all_gather": "allgather", "reduce_scatter": "reducescatter",
-                    "all_to_all": "alltoall", "broadcast": "broadcast"}
+from ..runtime.collectives import PLAN_NAMES
 
 
 class CrossHost(Algorithm):
-    """``collective`` for ranks spanning two or more hosts, with the ``protocol`` of its plans (``Simple``
-    for any size, ``LL`` for small messages)."""
+    """``collective`` for ranks spanning two or more hosts, with the ``protocol`` of its plans (``simple``
+    for any size, ``packet`` for small messages)."""
 
-    def __init__(self, name: str, collective: str, protocol: str = "Simple", max_bytes: float = float("inf")):
+    def __init__(self, name: str, collective: str, protocol: str = "simple", max_bytes: float = float("inf")):
         self.name, self.collective, self.protocol = name, collective, protocol
         self.message_range = (0, max_bytes)
         self._plans: dict[int, PlanAlgorithm] = {}
@@ -41,7 +39,7 @@ class CrossHost(Algorithm):
         plan = self._plans.get(root)
         if plan is None:
             from ..language.programs.hierarchical import plan_for
-            plan = PlanAlgorithm(plan_for(_PLAN_COLLECTIVE[self.collective], self._comm.host_ids, self.protocol,
+            plan = PlanAlgorithm(plan_for(PLAN_NAMES[self.collective], self._comm.host_ids, self.protocol,
                                           root=root), name=self.name, collective=self.collective)
             plan.setup(self._comm)
             self._plans[root] = plan

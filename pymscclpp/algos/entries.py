@@ -5,18 +5,18 @@ from __future__ import annotations
 
 from . import exchange
 from .oneshot import BY_COLLECTIVE
-from . import twoshot_kernels as k2
-from .twoshot import TWO_STEP, AllReduceTwoShot
+from .twoshot import TWO_STEP, AllReduceTwoShot, ReduceScatterRead
+from .twoshot_packet import AllReduceTwoShotPacket
 
 
 def entry_kernels(nranks: int) -> dict[str, tuple]:
     """(entry kernel, argument types) by kernel name of every built-in kernel a communicator of ``nranks`` ranks
     (on one host) compiles, whatever the dtype, op, grid or buffers."""
-    classes = [*BY_COLLECTIVE.values(), *TWO_STEP.values()]
+    classes = [*BY_COLLECTIVE.values(), *TWO_STEP.values(), AllReduceTwoShotPacket]
     out = {kernel.py_func.__name__: (kernel, cls.argtypes(nranks))
            for cls in classes for kernel in cls.kernels.values()}
-    zero_copy = k2.all_reduce_zero_copy_simple
-    out[zero_copy.py_func.__name__] = (zero_copy, AllReduceTwoShot.zero_copy_argtypes(nranks))
+    for cls in (AllReduceTwoShot, ReduceScatterRead):
+        out[cls.zero_copy_kernel.py_func.__name__] = (cls.zero_copy_kernel, cls.zero_copy_argtypes(nranks))
     kernel = exchange.peer_exchange_simple  # send/recv, all-to-all with counts, gather, scatter, reduce
     out[kernel.py_func.__name__] = (kernel, exchange.argtypes(nranks))
     return out

@@ -8,22 +8,19 @@ figures of all ranks (blocks pair up by index across ranks).
 
 from __future__ import annotations
 
-import os
 import struct
 
-from ..errors import InvalidUsageError
+from .. import config
 from ..runtime.backend import IS_SIM
 
 
 def _local_limits() -> tuple[int, int]:
     """(SMs this rank's kernels can use, PYMSCCLPP_MAX_BLOCKS or 0)."""
-    raw = os.environ.get("PYMSCCLPP_MAX_BLOCKS", "").strip() or "0"
-    if not raw.isdigit():
-        raise InvalidUsageError(f"PYMSCCLPP_MAX_BLOCKS={raw!r}: expected a positive number of blocks")
+    cap = config.get("PYMSCCLPP_MAX_BLOCKS")
     if IS_SIM:
-        return 1 << 30, int(raw)
+        return 1 << 30, cap
     from numba import cuda
-    return cuda.get_current_device().MULTIPROCESSOR_COUNT, int(raw)
+    return cuda.get_current_device().MULTIPROCESSOR_COUNT, cap
 
 
 class GridLimits:

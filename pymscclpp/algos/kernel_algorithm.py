@@ -43,6 +43,6 @@ class KernelAlgorithm(Algorithm):
 
     def launch(self, call: Call) -> None:
         if self._check_launch is not None:
-            self._check_launch.set_int("fp", self._check.fingerprint(call))
+            self._check_launch.set_int("fingerprint", self._check.fingerprint(call))
             self._check_launch.launch(call.stream)
         self._launch(self.state, call)

@@ -23,19 +23,19 @@ from .grid import blocks_for
 PACKET_MAX = 1 << 20  # the largest message a packet algorithm serves
 
 
-def simple_round_bytes(size: int) -> int:
+def simple_round_bytes(nranks: int) -> int:
     """Bytes per slot and round of the simple protocol: 32 MB, less from 5 ranks up so scratch stays <= 256 MB."""
     if IS_SIM:
         return 1 << 16
-    return max(1 << 20, min(32 << 20, (128 << 20) // size)) // 16 * 16
+    return max(1 << 20, min(32 << 20, (128 << 20) // nranks)) // 16 * 16
 
 
 class Lanes:
     """What the one-shot algorithms of one protocol and grid share on a communicator: a MemoryChannel to every
-    peer with one semaphore per block, a scratch of two halves of ``size`` slots of ``slot_bytes``, and one flag
+    peer with one semaphore per block, a scratch of two halves of ``nranks`` slots of ``slot_bytes``, and one flag
     per block. Sharing is safe because a communicator's calls run one after another (as with NCCL), and every
     block's flag advances by one per launch (packets) or round (simple) whichever algorithm runs, and every one of
-    them lays scratch out alike (halves of ``size`` slots of ``slot_bytes``), so a half is never reused by the very
+    them lays scratch out alike (halves of ``nranks`` slots of ``slot_bytes``), so a half is never reused by the very
     next launch."""
 
     def __init__(self, comm, blocks: int, slot_bytes: int):
@@ -49,17 +49,22 @@ class Lanes:
         self.flags = cuda.to_device(np.zeros(blocks, np.uint32))
 
 
+def lanes_slot_bytes(comm, protocol: str) -> int:
+    """Bytes of one scratch slot of ``comm``'s ``protocol`` lanes: a packet message's packets, or a simple round."""
+    return 2 * PACKET_MAX if protocol == "packet" else simple_round_bytes(comm.size)
+
+
 def lanes(comm, protocol: str, blocks: int) -> Lanes:
     """The communicator's shared lanes for ``protocol`` on ``blocks`` blocks (built collectively on first use)."""
-    slot = 2 * PACKET_MAX if protocol == "packet" else simple_round_bytes(comm.size)
+    slot = lanes_slot_bytes(comm, protocol)
     return comm.extension(f"oneshot/{protocol}/{blocks}", lambda c: Lanes(c, blocks, slot))
 
 
 class OneShot(Algorithm):
     """A one-shot collective on ``blocks`` blocks of ``threads``. ``kernels`` maps each protocol to its entry
-    kernel, taking ``(chans, cc, fp, inp, out, scratch, flags, nbytes, slot_bytes, rank, nranks, *params)``
-    (``cc``, ``fp``: the call check's handle and the call's fingerprint); ``send_all``/``recv_all``: the send /
-    receive buffer holds ``size`` slots."""
+    kernel, taking ``(chans, call_check, fingerprint, inp, out, scratch, flags, nbytes, slot_bytes, rank, nranks,
+    *params)`` (``call_check``, ``fingerprint``: the call check's handle and the call's fingerprint);
+    ``send_all``/``recv_all``: the send / receive buffer holds ``nranks`` slots."""
 
     kernels: dict = {}
     send_all = recv_all = False
@@ -77,10 +82,10 @@ class OneShot(Algorithm):
         self.check = callcheck(comm)  # first: one per communicator, whichever one-shot algorithm a rank sets up
         self.blocks = blocks_for(comm, self.blocks)
         self.lanes = shared = lanes(comm, self.protocol, self.blocks)
-        self.size = comm.size
+        self.nranks = comm.size
         v = shared.view
-        args = {"chans": shared.handles, "cc": self.check.handle, "fp": 0, "inp": v, "out": v, "scratch": v,
-                "flags": shared.flags, "nbytes": 0, "slot_bytes": shared.slot_bytes, "rank": comm.rank,
+        args = {"chans": shared.handles, "call_check": self.check.handle, "fingerprint": 0, "inp": v, "out": v,
+                "scratch": v, "flags": shared.flags, "nbytes": 0, "slot_bytes": shared.slot_bytes, "rank": comm.rank,
                 "nranks": comm.size}
         args.update(dict.fromkeys(self.params, 0))
         self.kernel_launch = Launch(self.kernels[self.protocol], self.blocks, self.threads, args,
@@ -98,9 +103,9 @@ class OneShot(Algorithm):
         """The numba types of the entry kernels' arguments on ``nranks`` ranks, in ``setup``'s order (the
         launch checks its values have them)."""
         i64 = types.int64
-        named = {"chans": types.UniTuple(ht.memory_channel(), nranks - 1), "cc": handle_type(nranks - 1), "fp": i64,
-                 "inp": ht.BYTES, "out": ht.BYTES, "scratch": ht.BYTES, "flags": ht.U32, "nbytes": i64,
-                 "slot_bytes": i64, "rank": i64, "nranks": i64, **dict.fromkeys(cls.params, i64)}
+        named = {"chans": types.UniTuple(ht.memory_channel(), nranks - 1), "call_check": handle_type(nranks - 1),
+                 "fingerprint": i64, "inp": ht.BYTES, "out": ht.BYTES, "scratch": ht.BYTES, "flags": ht.U32,
+                 "nbytes": i64, "slot_bytes": i64, "rank": i64, "nranks": i64, **dict.fromkeys(cls.params, i64)}
         return tuple(named.values())
 
     def param_values(self, call: Call) -> tuple:
@@ -117,12 +122,12 @@ class OneShot(Algorithm):
         if kept is not None and launch.launch_kept(kept, call.stream):
             return
         if call is not self._bound:
-            nbytes, size = call.nbytes, self.size
-            send_bytes = nbytes * size if self.send_all else nbytes
-            launch.set_buffer("inp", call.send[0], send_bytes, call.send[1])
-            launch.set_buffer("out", call.recv[0], nbytes * size if self.recv_all else nbytes, call.recv[1])
+            nbytes, nranks = call.peer_bytes, self.nranks
+            send_bytes = nbytes * nranks if self.send_all else nbytes
+            launch.set_buffer("inp", call.send.ptr, send_bytes, call.send.array)
+            launch.set_buffer("out", call.recv.ptr, nbytes * nranks if self.recv_all else nbytes, call.recv.array)
             launch.set_int("nbytes", nbytes)
-            launch.set_int("fp", self.check.fingerprint(call))
+            launch.set_int("fingerprint", self.check.fingerprint(call))
             for name, value in zip(self.params, self.param_values(call)):
                 launch.set_int(name, value)
             self._bound = call
@@ -133,14 +138,14 @@ class OneShot(Algorithm):
         """Bytes a channel carries for ``nbytes`` of data: LL16 packets carry 8 data bytes in 16."""
         return -(-nbytes // 8) * 16 if self.protocol == "packet" else nbytes
 
-    def slot_nbytes(self, size: int, nranks: int) -> int:
-        """What one rank sends one peer (``Call.nbytes``) in a call of ``size`` bytes: a slot of it when the
+    def slot_nbytes(self, message_bytes: int, nranks: int) -> int:
+        """What one rank sends one peer (``Call.peer_bytes``) in a call of ``message_bytes``: a slot of it when the
         collective counts ``nranks`` slots (all-gather's output, reduce-scatter's and all-to-all's input)."""
-        return size // nranks if self.send_all or self.recv_all else size
+        return message_bytes // nranks if self.send_all or self.recv_all else message_bytes
 
-    def traffic(self, size: int, nranks: int, rank: int, root: int = 0) -> tuple[int, int]:
+    def traffic(self, message_bytes: int, nranks: int, rank: int, root: int = 0) -> tuple[int, int]:
         """Every rank pushes a slot to every peer (broadcast overrides)."""
-        moved = (nranks - 1) * self.wire_bytes(self.slot_nbytes(size, nranks))
+        moved = (nranks - 1) * self.wire_bytes(self.slot_nbytes(message_bytes, nranks))
         return moved, moved
 
 
@@ -155,7 +160,7 @@ class AllReduce(OneShot):
 
     def param_values(self, call: Call) -> tuple:
         # the send stride: every peer gets the whole buffer (all-reduce) or its own slot (reduce-scatter)
-        return (call.nbytes if self.send_all else 0, red.DTYPE_KINDS[call.dtype], red.OPS[call.op])
+        return (call.peer_bytes if self.send_all else 0, red.DTYPE_KINDS[call.dtype], red.OPS[call.op])
 
 
 class ReduceScatter(AllReduce):
@@ -174,7 +179,7 @@ class AllGather(OneShot):
     params = ("send_stride",)
 
     def param_values(self, call: Call) -> tuple:
-        return (call.nbytes if self.send_all else 0,)
+        return (call.peer_bytes if self.send_all else 0,)
 
 
 class AllToAll(AllGather):
@@ -191,9 +196,9 @@ class Broadcast(OneShot):
     kernels = {"packet": broadcast_kernels.broadcast_ll, "simple": broadcast_kernels.broadcast_simple}
     params = ("root",)
 
-    def traffic(self, size: int, nranks: int, rank: int, root: int = 0) -> tuple[int, int]:
+    def traffic(self, message_bytes: int, nranks: int, rank: int, root: int = 0) -> tuple[int, int]:
         """The root pushes the buffer to every peer."""
-        wire = self.wire_bytes(size)
+        wire = self.wire_bytes(message_bytes)
         return ((nranks - 1) * wire, 0) if rank == root else (0, wire)
 
     def param_values(self, call: Call) -> tuple:

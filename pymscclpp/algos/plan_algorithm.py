@@ -8,9 +8,7 @@ from __future__ import annotations
 from ..executor import ExecutionPlan, Executor
 from .algorithm import ANY, Algorithm, Call, Constraint
 from ..callcheck.area import callcheck_on_one_host
-
-_COLLECTIVES = {"allreduce": "all_reduce", "allgather": "all_gather", "reducescatter": "reduce_scatter",
-                "alltoall": "all_to_all", "broadcast": "broadcast"}
+from ..runtime.collectives import FROM_PLAN
 
 
 def executor_of(comm) -> Executor:
@@ -28,10 +26,15 @@ class PlanAlgorithm(Algorithm):
         self.xplan = ExecutionPlan.from_plan(plan)
         p = self.xplan.plan
         self.name = name or p.name
-        self.collective = collective or _COLLECTIVES.get(p.collective, p.collective)
+        self.collective = collective or FROM_PLAN.get(p.collective, p.collective)
         self.message_range = (p.min_message_size, p.max_message_size)
         self.constraint = Constraint(world_size=self.xplan.num_ranks)
         self._executor: Executor | None = None
+
+    @staticmethod
+    def collective_of(plan: dict) -> str:
+        """The Collective API's name of the collective a plan (its dict) serves."""
+        return FROM_PLAN.get(plan["collective"], plan["collective"])
 
     def why_not(self, comm, call: Call) -> str | None:
         why = super().why_not(comm, call)

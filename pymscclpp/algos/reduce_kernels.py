@@ -13,7 +13,7 @@ from numba import cuda
 from ..channels import reduce as red
 from ..channels.device_errors import OP_PACKET
 from ..callcheck.device import begin_call, calls_agree
-from .blocks import LL, SIMPLE_LIMITS, SIMPLE, begin_and_send, end_round, rounds, scale, signal_and_wait_all
+from .blocks import PACKET, SIMPLE_LIMITS, SIMPLE, begin_and_send, end_round, rounds, scale, signal_and_wait_all
 
 
 @cuda.jit(device=True)
@@ -21,7 +21,7 @@ def reduce_own_slot(proto, out, at, inp, own_off, rank, scratch, base, slot_byte
                     chans):
     """``out[at:]`` = every rank's slot reduced in rank order, in one pass: ours from ``inp[own_off:]``, slot r
     from our scratch at ``base + r * slot_bytes`` (packets waited for; simple after the round's signals)."""
-    if proto == LL:
+    if proto == PACKET:
         red.reduce_packets_ll16(out, at, inp, own_off, rank, scratch, base, slot_bytes, nranks, n, tid, nt, flag,
                                 kind, op, chans[0], OP_PACKET)
     else:
@@ -29,33 +29,40 @@ def reduce_own_slot(proto, out, at, inp, own_off, rank, scratch, base, slot_byte
 
 
 @cuda.jit(device=True)
-def reduce(proto, chans, cc, fp, inp, out, scratch, flags, nbytes, slot_bytes, rank, nranks, send_stride, kind, op):
-    """One-shot reduction of ``nbytes`` per slot: one packet hop (LL), or rounds of ``slot_bytes`` per slot
+def reduce(proto, chans, call_check, fingerprint, inp, out, scratch, flags, nbytes, slot_bytes, rank, nranks,
+           send_stride, kind, op):
+    """One-shot reduction of ``nbytes`` per slot: one packet hop (packet), or rounds of ``slot_bytes`` per slot
     (simple; needs ``nranks >= 2``, one rank being a copy); nothing is reduced unless the ranks' calls agree."""
     tid, nt = cuda.threadIdx.x, cuda.blockDim.x
-    sc = scale(proto)
-    begin_call(cc, fp, rank, nranks)
-    if proto != LL and not calls_agree(cc, fp, rank, nranks):  # large messages: the check before the first put
+    scratch_scale = scale(proto)
+    begin_call(call_check, fingerprint, rank, nranks)
+    # large messages: the check before the first put
+    if proto != PACKET and not calls_agree(call_check, fingerprint, rank, nranks):
         return
     for rd in range(rounds(proto, nbytes, slot_bytes)):
         flag, half, lo, n, at = begin_and_send(proto, chans, flags, inp, nbytes, slot_bytes, rd, rank, nranks,
                                                send_stride, tid, nt)
-        if proto != LL or calls_agree(cc, fp, rank, nranks):  # packets: sent only into scratch so far
-            if proto != LL:
+        # packets: sent only into scratch so far
+        if proto != PACKET or calls_agree(call_check, fingerprint, rank, nranks):
+            if proto != PACKET:
                 signal_and_wait_all(chans, nranks)
             if n > 0:
-                reduce_own_slot(proto, out, at, inp, rank * send_stride + at, rank, scratch, half + sc * lo, slot_bytes,
-                             nranks, n, tid, nt, flag, kind, op, chans)
+                reduce_own_slot(proto, out, at, inp, rank * send_stride + at, rank, scratch, half + scratch_scale * lo,
+                                slot_bytes, nranks, n, tid, nt, flag, kind, op, chans)
         end_round(flags, flag)
 
 
 @cuda.jit(cache=True)
-def reduce_ll(chans, cc, fp, inp, out, scratch, flags, nbytes, slot_bytes, rank, nranks, send_stride, kind, op):
+def reduce_ll(chans, call_check, fingerprint, inp, out, scratch, flags, nbytes, slot_bytes, rank, nranks, send_stride,
+              kind, op):
     """``reduce`` with LL16 packets."""
-    reduce(LL, chans, cc, fp, inp, out, scratch, flags, nbytes, slot_bytes, rank, nranks, send_stride, kind, op)
+    reduce(PACKET, chans, call_check, fingerprint, inp, out, scratch, flags, nbytes, slot_bytes, rank, nranks,
+           send_stride, kind, op)
 
 
 @cuda.jit(cache=True, **SIMPLE_LIMITS)
-def reduce_simple(chans, cc, fp, inp, out, scratch, flags, nbytes, slot_bytes, rank, nranks, send_stride, kind, op):
+def reduce_simple(chans, call_check, fingerprint, inp, out, scratch, flags, nbytes, slot_bytes, rank, nranks,
+                  send_stride, kind, op):
     """``reduce`` with the simple protocol."""
-    reduce(SIMPLE, chans, cc, fp, inp, out, scratch, flags, nbytes, slot_bytes, rank, nranks, send_stride, kind, op)
+    reduce(SIMPLE, chans, call_check, fingerprint, inp, out, scratch, flags, nbytes, slot_bytes, rank, nranks,
+           send_stride, kind, op)

@@ -9,6 +9,7 @@ or the caching allocator handing the same memory out again) repeat it too.
 
 from __future__ import annotations
 
+import dataclasses
 import weakref
 
 from ..runtime.buffers import DeviceView
@@ -85,7 +86,7 @@ class RepeatCache:
             return
         by_address = not algorithm.launch_reads_buffers
         if by_address:
-            call = call._replace(sendbuf=None, recvbuf=None)
+            call = dataclasses.replace(call, sendbuf=None, recvbuf=None)
         refs = tuple(_dead if b is None else weakref.ref(b) for b in (sendbuf, recvbuf))
         entry = Remembered(refs, checks, (checks[0](sendbuf), checks[1](recvbuf)), algorithm, call, current_stream,
                            self._collection.generation)

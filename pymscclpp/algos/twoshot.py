@@ -28,22 +28,18 @@ def round_shards(size: int, nranks: int, slots: int) -> list[list[int]]:
     return out
 
 
-class AllReduceTwoShot(OneShot):
-    """Reduce-scatter then all-gather in one kernel, read-based (MSCCL++'s ``rsag``): each rank sends and receives
-    2N(n-1)/n where the one-shot all-reduce moves N(n-1); bit-identical on every rank. A call whose buffers are
-    registered with the communicator (``register_buffer``, at their start) runs zero-copy (``rsag_zero_copy``):
-    peers' inputs are read and peers' outputs written directly, no scratch copy; its fingerprint says so, so ranks
-    that disagree on it fail the call check."""
+class ZeroCopyTwoStep(OneShot):
+    """A two-step algorithm that runs zero-copy when the call's buffers start at registered ones
+    (``register_buffer``): ``zero_copy_kernel`` reads (and writes) peers' buffers through their windows, no
+    scratch. Its fingerprint says so, so ranks that disagree on it fail the call check. Subclasses name the
+    windows a call needs and the kernel's arguments."""
 
-    collective = "all_reduce"
-    kernels = {"simple": k2.all_reduce_rsag_simple}
-    params = ("kind", "op")
-    ops = frozenset(red.OPS)  # avg too: each shard reduced in one pass (reduce_peers), then divided
+    zero_copy_kernel = None
 
     def setup(self, comm) -> None:
         super().setup(comm)
         self.windows = comm.extension("windows", Windows)
-        self._zero_copy: dict[tuple, Launch] = {}  # (send window, recv window) -> its prepared launch
+        self._zero_copy: dict[tuple, Launch] = {}  # the windows' addresses -> their prepared launch
         self._generation = self.windows.generation
 
     def param_values(self, call: Call) -> tuple:
@@ -52,31 +48,36 @@ class AllReduceTwoShot(OneShot):
     def kernel_launches(self) -> list[Launch]:
         return [self.kernel_launch, *self._zero_copy.values()]
 
-    @staticmethod
-    def zero_copy_argtypes(nranks: int) -> tuple:
-        """The numba types of ``all_reduce_zero_copy_simple``'s arguments on ``nranks`` ranks."""
-        chans = types.UniTuple(ht.memory_channel(), nranks - 1)
-        i64 = types.int64
-        return (chans, handle_type(nranks - 1), i64, chans, chans, ht.BYTES, ht.BYTES, i64, i64, i64, i64, i64)
+    def call_windows(self, call: Call) -> tuple | None:
+        """The registered windows ``call`` runs on, or None when a buffer it needs is not registered."""
+        raise NotImplementedError
+
+    def zero_copy_args(self, windows: tuple) -> dict:
+        """The zero-copy kernel's arguments on ``windows`` (per-call integers 0)."""
+        raise NotImplementedError
+
+    @classmethod
+    def zero_copy_argtypes(cls, nranks: int) -> tuple:
+        """The numba types of the zero-copy kernel's arguments on ``nranks`` ranks."""
+        raise NotImplementedError
+
+    def bind_zero_copy(self, launch: Launch, call: Call) -> None:
+        """Set what a zero-copy launch takes from each call beyond its windows (nothing, unless overridden)."""
 
     def _zero_copy_launch(self, call: Call) -> Launch | None:
-        """The prepared zero-copy launch for ``call``'s registered buffers, or None when either is not registered."""
-        sent = self.windows.find(call.send[0], call.nbytes)
-        got = sent if call.in_place else self.windows.find(call.recv[0], call.nbytes)
-        if sent is None or got is None:
+        """The prepared zero-copy launch for ``call``'s registered buffers, or None when one is not registered."""
+        windows = self.call_windows(call)
+        if windows is None:
             return None
         if self._generation != self.windows.generation:  # a deregistration: launches of closed windows go
             self._zero_copy.clear()
             self._generation = self.windows.generation
-        key = (sent.address, got.address)
+        key = tuple(w.address for w in windows)
         launch = self._zero_copy.get(key)
         if launch is None:
-            base = self.kernel_launch.values
-            args = {"chans": base["chans"], "cc": base["cc"], "fp": 0, "ins": sent.handles, "outs": got.handles,
-                    "inp": sent.local, "out": got.local, "nbytes": 0, "rank": base["rank"], "nranks": base["nranks"],
-                    "kind": 0, "op": 0}
-            launch = self._zero_copy[key] = Launch(k2.all_reduce_zero_copy_simple, self.blocks, self.threads, args,
-                                                   argtypes=self.zero_copy_argtypes(self.size))
+            launch = self._zero_copy[key] = Launch(self.zero_copy_kernel, self.blocks, self.threads,
+                                                   self.zero_copy_args(windows),
+                                                   argtypes=self.zero_copy_argtypes(self.nranks))
         return launch
 
     def launch(self, call: Call) -> None:
@@ -87,17 +88,88 @@ class AllReduceTwoShot(OneShot):
         kept = call if call.sendbuf is None else None
         if kept is not None and launch.launch_kept(kept, call.stream):
             return
-        fp = self.check.fingerprint(call)
-        launch.set_int("fp", fp | REGISTERED if fp else 0)
-        launch.set_int("nbytes", call.nbytes)
+        self.bind_zero_copy(launch, call)
+        fingerprint = self.check.fingerprint(call)
+        launch.set_int("fingerprint", fingerprint | REGISTERED if fingerprint else 0)
+        launch.set_int("nbytes", call.peer_bytes)
         launch.set_int("kind", red.DTYPE_KINDS[call.dtype])
         launch.set_int("op", red.OPS[call.op])
         launch.launch(call.stream, kept)
 
-    def traffic(self, size: int, nranks: int, rank: int, root: int = 0) -> tuple[int, int]:
+
+class AllReduceTwoShot(ZeroCopyTwoStep):
+    """Reduce-scatter then all-gather in one kernel, read-based (MSCCL++'s ``rsag``): each rank sends and receives
+    2N(n-1)/n where the one-shot all-reduce moves N(n-1); bit-identical on every rank. A call whose buffers are
+    registered with the communicator (``register_buffer``, at their start) runs zero-copy (``rsag_zero_copy``):
+    peers' inputs are read and peers' outputs written directly, no scratch copy."""
+
+    collective = "all_reduce"
+    kernels = {"simple": k2.all_reduce_rsag_simple}
+    zero_copy_kernel = k2.all_reduce_zero_copy_simple
+    params = ("kind", "op")
+    ops = frozenset(red.OPS)  # avg too: each shard reduced in one pass (reduce_peers), then divided
+
+    def call_windows(self, call: Call) -> tuple | None:
+        sent = self.windows.find(call.send.ptr, call.peer_bytes)
+        got = sent if call.in_place else self.windows.find(call.recv.ptr, call.peer_bytes)
+        return None if sent is None or got is None else (sent, got)
+
+    def zero_copy_args(self, windows: tuple) -> dict:
+        sent, got = windows
+        base = self.kernel_launch.values
+        return {"chans": base["chans"], "call_check": base["call_check"], "fingerprint": 0, "ins": sent.handles,
+                "outs": got.handles,
+                "inp": sent.local, "out": got.local, "nbytes": 0, "rank": base["rank"], "nranks": base["nranks"],
+                "kind": 0, "op": 0}
+
+    @classmethod
+    def zero_copy_argtypes(cls, nranks: int) -> tuple:
+        chans = types.UniTuple(ht.memory_channel(), nranks - 1)
+        i64 = types.int64
+        return (chans, handle_type(nranks - 1), i64, chans, chans, ht.BYTES, ht.BYTES, i64, i64, i64, i64, i64)
+
+    def traffic(self, message_bytes: int, nranks: int, rank: int, root: int = 0) -> tuple[int, int]:
         """Peers pull the other shards of our staged input and our reduced shard; we pull theirs alike."""
         moved = sum((nranks - 1) * lens[rank] + sum(lens) - lens[rank]
-                    for lens in round_shards(size, nranks, nranks - 1))
+                    for lens in round_shards(message_bytes, nranks, nranks - 1))
+        return moved, moved
+
+
+class ReduceScatterRead(ZeroCopyTwoStep):
+    """Reduce-scatter by reads: rank r reduces slot r reading every peer's staged copy of it, or, when the send
+    buffer is registered (``register_buffer``, at its start), every peer's input directly (zero-copy)."""
+
+    collective = "reduce_scatter"
+    kernels = {"simple": k2.reduce_scatter_read_simple}
+    zero_copy_kernel = k2.reduce_scatter_zero_copy_simple
+    params = ("kind", "op")
+    ops = frozenset(red.OPS)  # avg too: one pass over every source (reduce_peers), then divided
+    send_all = True
+
+    def call_windows(self, call: Call) -> tuple | None:
+        sent = self.windows.find(call.send.ptr, call.peer_bytes * self.nranks)
+        return None if sent is None else (sent,)
+
+    def zero_copy_args(self, windows: tuple) -> dict:
+        (sent,) = windows
+        base = self.kernel_launch.values
+        return {"chans": base["chans"], "call_check": base["call_check"], "fingerprint": 0, "ins": sent.handles,
+                "inp": sent.local,
+                "out": base["out"], "nbytes": 0, "rank": base["rank"], "nranks": base["nranks"], "kind": 0, "op": 0}
+
+    def bind_zero_copy(self, launch: Launch, call: Call) -> None:
+        """The output is any buffer: this call's."""
+        launch.set_buffer("out", call.recv.ptr, call.peer_bytes, call.recv.array)
+
+    @classmethod
+    def zero_copy_argtypes(cls, nranks: int) -> tuple:
+        chans = types.UniTuple(ht.memory_channel(), nranks - 1)
+        i64 = types.int64
+        return (chans, handle_type(nranks - 1), i64, chans, ht.BYTES, ht.BYTES, i64, i64, i64, i64, i64)
+
+    def traffic(self, message_bytes: int, nranks: int, rank: int, root: int = 0) -> tuple[int, int]:
+        """Every peer pulls its slot of our staged input; we pull ours from each of theirs."""
+        moved = (nranks - 1) * (message_bytes // nranks)
         return moved, moved
 
 
@@ -111,9 +183,9 @@ class AllGatherRead(AllGather):
     def param_values(self, call: Call) -> tuple:
         return ()
 
-    def traffic(self, size: int, nranks: int, rank: int, root: int = 0) -> tuple[int, int]:
+    def traffic(self, message_bytes: int, nranks: int, rank: int, root: int = 0) -> tuple[int, int]:
         """Every peer pulls our slot; we pull each of theirs."""
-        moved = (nranks - 1) * (size // nranks)
+        moved = (nranks - 1) * (message_bytes // nranks)
         return moved, moved
 
 
@@ -122,11 +194,11 @@ class BroadcastScatterGather(Broadcast):
 
     kernels = {"simple": k2.broadcast_scatter_gather_simple}
 
-    def traffic(self, size: int, nranks: int, rank: int, root: int = 0) -> tuple[int, int]:
+    def traffic(self, message_bytes: int, nranks: int, rank: int, root: int = 0) -> tuple[int, int]:
         """Rank r pulls shard r from the root, then every shard it lacks from the rank holding it (the root's own
         from the root): the root sends each shard once and its own to every peer; the others receive it all."""
         sent = received = 0
-        for lens in round_shards(size, nranks, nranks):
+        for lens in round_shards(message_bytes, nranks, nranks):
             if rank == root:
                 sent += sum(lens) - lens[root] + (nranks - 1) * lens[root]
             else:
@@ -135,4 +207,5 @@ class BroadcastScatterGather(Broadcast):
         return sent, received
 
 
-TWO_STEP = {"all_reduce": AllReduceTwoShot, "all_gather": AllGatherRead, "broadcast": BroadcastScatterGather}
+TWO_STEP = {"all_reduce": AllReduceTwoShot, "all_gather": AllGatherRead, "broadcast": BroadcastScatterGather,
+            "reduce_scatter": ReduceScatterRead}

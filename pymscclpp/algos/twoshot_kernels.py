@@ -7,7 +7,7 @@ parity as in every one-shot kernel on the same lanes; a rank rewrites a half two
 that every reader of its previous use has passed.
 
 Traffic per rank, N the message (all-gather: the gathered output): all-reduce sends and receives 2N(n-1)/n;
-all-gather N(n-1)/n; broadcast: the root sends 2N(n-1)/n, every other rank receives N.
+all-gather and reduce-scatter N(n-1)/n; broadcast: the root sends 2N(n-1)/n, every other rank receives N.
 """
 
 from __future__ import annotations
@@ -55,14 +55,15 @@ def begin_two_step(flags, nranks, slot_bytes):
 
 
 @cuda.jit(device=True)
-def all_reduce_rsag(chans, cc, fp, inp, out, scratch, flags, nbytes, slot_bytes, rank, nranks, kind, op):
+def all_reduce_rsag(chans, call_check, fingerprint, inp, out, scratch, flags, nbytes, slot_bytes, rank, nranks, kind,
+                    op):
     """Two-shot all-reduce of ``nbytes``: stage the other ranks' shards of our input in our scratch; rank r reduces
     shard r in rank order reading every peer's staged copy (bit-identical everywhere: one rank reduces each shard),
     writes it to ``out`` and to its scratch; then every rank reads the reduced shards it lacks. Nothing is staged,
     read or written unless the ranks' calls agree."""
     tid, nt = cuda.threadIdx.x, cuda.blockDim.x
-    begin_call(cc, fp, rank, nranks)
-    if not calls_agree(cc, fp, rank, nranks):
+    begin_call(call_check, fingerprint, rank, nranks)
+    if not calls_agree(call_check, fingerprint, rank, nranks):
         return
     rb = round_bytes(slot_bytes, nranks, nranks - 1)  # + a shard of reduced data fits the half's nranks slots
     for base in range(0, nbytes, rb):
@@ -86,20 +87,22 @@ def all_reduce_rsag(chans, cc, fp, inp, out, scratch, flags, nbytes, slot_bytes,
 
 
 @cuda.jit(cache=True, **SIMPLE_LIMITS)
-def all_reduce_rsag_simple(chans, cc, fp, inp, out, scratch, flags, nbytes, slot_bytes, rank, nranks, kind, op):
+def all_reduce_rsag_simple(chans, call_check, fingerprint, inp, out, scratch, flags, nbytes, slot_bytes, rank, nranks,
+                           kind, op):
     """``all_reduce_rsag`` (simple protocol: puts and semaphores)."""
-    all_reduce_rsag(chans, cc, fp, inp, out, scratch, flags, nbytes, slot_bytes, rank, nranks, kind, op)
+    all_reduce_rsag(chans, call_check, fingerprint, inp, out, scratch, flags, nbytes, slot_bytes, rank, nranks, kind,
+                    op)
 
 
 @cuda.jit(device=True)
-def all_reduce_zero_copy(chans, cc, fp, ins, outs, inp, out, nbytes, rank, nranks, kind, op):
+def all_reduce_zero_copy(chans, call_check, fingerprint, ins, outs, inp, out, nbytes, rank, nranks, kind, op):
     """Two-shot all-reduce on buffers registered on every rank (``algos.windows``), no scratch: once every rank's
     input is ready, rank r reduces shard r reading every rank's input (``ins[j].dst``) and writes it into every
     rank's output (``outs[j].dst``); a second barrier ends the call when every shard is everywhere and nobody
     reads our input any more."""
     tid, nt = cuda.threadIdx.x, cuda.blockDim.x
-    begin_call(cc, fp, rank, nranks)
-    if not calls_agree(cc, fp, rank, nranks):
+    begin_call(call_check, fingerprint, rank, nranks)
+    if not calls_agree(call_check, fingerprint, rank, nranks):
         return
     signal_and_wait_all(chans, nranks)
     at, _, n = shard_slice(nbytes, nranks, rank)
@@ -109,19 +112,19 @@ def all_reduce_zero_copy(chans, cc, fp, ins, outs, inp, out, nbytes, rank, nrank
 
 
 @cuda.jit(cache=True, **SIMPLE_LIMITS)
-def all_reduce_zero_copy_simple(chans, cc, fp, ins, outs, inp, out, nbytes, rank, nranks, kind, op):
+def all_reduce_zero_copy_simple(chans, call_check, fingerprint, ins, outs, inp, out, nbytes, rank, nranks, kind, op):
     """``all_reduce_zero_copy`` (simple protocol)."""
-    all_reduce_zero_copy(chans, cc, fp, ins, outs, inp, out, nbytes, rank, nranks, kind, op)
+    all_reduce_zero_copy(chans, call_check, fingerprint, ins, outs, inp, out, nbytes, rank, nranks, kind, op)
 
 
 @cuda.jit(device=True)
-def all_gather_read(chans, cc, fp, inp, out, scratch, flags, nbytes, slot_bytes, rank, nranks):
+def all_gather_read(chans, call_check, fingerprint, inp, out, scratch, flags, nbytes, slot_bytes, rank, nranks):
     """All-gather of ``nbytes`` per rank: stage our data in our scratch, then read every peer's staged data into
     its slot of ``out``; rounds of ``slot_bytes``. One barrier per round: a peer reads round k's stage before it
     signals round k + 1, and the half is rewritten in round k + 2."""
     tid, nt = cuda.threadIdx.x, cuda.blockDim.x
-    begin_call(cc, fp, rank, nranks)
-    if not calls_agree(cc, fp, rank, nranks):
+    begin_call(call_check, fingerprint, rank, nranks)
+    if not calls_agree(call_check, fingerprint, rank, nranks):
         return
     for base in range(0, nbytes, slot_bytes):
         flag, half = begin_two_step(flags, nranks, slot_bytes)
@@ -138,19 +141,77 @@ def all_gather_read(chans, cc, fp, inp, out, scratch, flags, nbytes, slot_bytes,
 
 
 @cuda.jit(cache=True, **SIMPLE_LIMITS)
-def all_gather_read_simple(chans, cc, fp, inp, out, scratch, flags, nbytes, slot_bytes, rank, nranks):
+def all_gather_read_simple(chans, call_check, fingerprint, inp, out, scratch, flags, nbytes, slot_bytes, rank, nranks):
     """``all_gather_read`` (simple protocol)."""
-    all_gather_read(chans, cc, fp, inp, out, scratch, flags, nbytes, slot_bytes, rank, nranks)
+    all_gather_read(chans, call_check, fingerprint, inp, out, scratch, flags, nbytes, slot_bytes, rank, nranks)
 
 
 @cuda.jit(device=True)
-def broadcast_scatter_gather(chans, cc, fp, inp, out, scratch, flags, nbytes, slot_bytes, rank, nranks, root):
+def reduce_scatter_read(chans, call_check, fingerprint, inp, out, scratch, flags, nbytes, slot_bytes, rank, nranks,
+                        kind, op):
+    """Reduce-scatter of ``nbytes`` per rank by reads: stage every slot of our input but our own in our scratch;
+    rank r then reduces slot r in rank order, ours from our input and the others read from every peer's staged
+    copy, into ``out``. Rounds of ``slot_bytes`` per slot, one barrier each, as ``all_gather_read``."""
+    tid, nt = cuda.threadIdx.x, cuda.blockDim.x
+    begin_call(call_check, fingerprint, rank, nranks)
+    if not calls_agree(call_check, fingerprint, rank, nranks):
+        return
+    for base in range(0, nbytes, slot_bytes):
+        flag, half = begin_two_step(flags, nranks, slot_bytes)
+        rem = min(slot_bytes, nbytes - base)
+        at, _, n = shard_slice(rem, 1, 0)
+        if n > 0:
+            for s in range(nranks):
+                if s != rank:
+                    prim.copy_bytes(scratch, half + s * slot_bytes + at, inp, s * nbytes + base + at, n, tid, nt)
+        signal_and_wait_all(chans, nranks)
+        if n > 0:
+            red.reduce_peers(out, base + at, out, base + at, inp, rank * nbytes + base + at, rank, chans,
+                             half + rank * slot_bytes + at, nranks, n, tid, nt, kind, op)
+        end_round(flags, flag)
+
+
+@cuda.jit(cache=True, **SIMPLE_LIMITS)
+def reduce_scatter_read_simple(chans, call_check, fingerprint, inp, out, scratch, flags, nbytes, slot_bytes, rank,
+                               nranks, kind,
+                               op):
+    """``reduce_scatter_read`` (simple protocol)."""
+    reduce_scatter_read(chans, call_check, fingerprint, inp, out, scratch, flags, nbytes, slot_bytes, rank, nranks,
+                        kind, op)
+
+
+@cuda.jit(device=True)
+def reduce_scatter_zero_copy(chans, call_check, fingerprint, ins, inp, out, nbytes, rank, nranks, kind, op):
+    """Reduce-scatter on a send buffer registered on every rank (``algos.windows``), no scratch: once every rank's
+    input is ready, rank r reduces slot r reading every rank's input (``ins[j].dst``) into ``out``; a second
+    barrier ends the call when nobody reads our input any more."""
+    tid, nt = cuda.threadIdx.x, cuda.blockDim.x
+    begin_call(call_check, fingerprint, rank, nranks)
+    if not calls_agree(call_check, fingerprint, rank, nranks):
+        return
+    signal_and_wait_all(chans, nranks)
+    at, _, n = shard_slice(nbytes, 1, 0)
+    if n > 0:
+        own = rank * nbytes + at
+        red.reduce_peers(out, at, out, at, inp, own, rank, ins, own, nranks, n, tid, nt, kind, op)
+    signal_and_wait_all(chans, nranks)
+
+
+@cuda.jit(cache=True, **SIMPLE_LIMITS)
+def reduce_scatter_zero_copy_simple(chans, call_check, fingerprint, ins, inp, out, nbytes, rank, nranks, kind, op):
+    """``reduce_scatter_zero_copy`` (simple protocol)."""
+    reduce_scatter_zero_copy(chans, call_check, fingerprint, ins, inp, out, nbytes, rank, nranks, kind, op)
+
+
+@cuda.jit(device=True)
+def broadcast_scatter_gather(chans, call_check, fingerprint, inp, out, scratch, flags, nbytes, slot_bytes, rank,
+                             nranks, root):
     """Broadcast as scatter + all-gather: the root stages its data; rank r reads shard r from the root into ``out``
     and its own scratch; then every non-root rank reads each other shard from the rank holding it (the root's own
     shard from the root). The root sends 2N(n-1)/n, not N(n-1)."""
     tid, nt = cuda.threadIdx.x, cuda.blockDim.x
-    begin_call(cc, fp, rank, nranks)
-    if not calls_agree(cc, fp, rank, nranks):
+    begin_call(call_check, fingerprint, rank, nranks)
+    if not calls_agree(call_check, fingerprint, rank, nranks):
         return
     rb = round_bytes(slot_bytes, nranks, nranks)
     src = chans[0]
@@ -182,7 +243,9 @@ def broadcast_scatter_gather(chans, cc, fp, inp, out, scratch, flags, nbytes, sl
 
 
 @cuda.jit(cache=True, **SIMPLE_LIMITS)
-def broadcast_scatter_gather_simple(chans, cc, fp, inp, out, scratch, flags, nbytes, slot_bytes, rank, nranks,
+def broadcast_scatter_gather_simple(chans, call_check, fingerprint, inp, out, scratch, flags, nbytes, slot_bytes,
+                                    rank, nranks,
                                     root):
     """``broadcast_scatter_gather`` (simple protocol)."""
-    broadcast_scatter_gather(chans, cc, fp, inp, out, scratch, flags, nbytes, slot_bytes, rank, nranks, root)
+    broadcast_scatter_gather(chans, call_check, fingerprint, inp, out, scratch, flags, nbytes, slot_bytes, rank,
+                             nranks, root)

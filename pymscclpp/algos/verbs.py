@@ -15,12 +15,12 @@ from typing import NamedTuple
 
 from ..channels import reduce as red
 from ..errors import InvalidUsageError
-from ..runtime import config
+from .. import config
 from ..runtime.backend import IS_SIM
 from ..runtime.buffers import BufferInfo, buffer_info, bytes_view, stream_handle
 from ..runtime.fingerprint import DTYPES
 from ..runtime.memory import alloc
-from .algorithm import Call
+from .algorithm import Call, CallBuffer
 from .exchange import descriptor, layout
 
 
@@ -168,7 +168,7 @@ def issue(comm, ops: list[PeerOp]) -> None:
     staged_send = len({(o.info.ptr, o.info.nbytes) for o in send_ops}) > 1 or \
         any(len(s) > 1 for s, _ in by_peer.values())
     staged_recv = len(recv_ops) > 1
-    sends, recvs, descriptors = {}, {}, {} if config.call_check() else None
+    sends, recvs, descriptors = {}, {}, {} if config.get("PYMSCCLPP_CHECK") else None
     send_at = recv_at = 0
     packing, unpacking = [], []
     for p, (s_ops, r_ops) in by_peer.items():
@@ -201,8 +201,9 @@ def issue(comm, ops: list[PeerOp]) -> None:
         recv = _pair(recv_ops[0].info, recv_ops[0].buf)
     total = sum(o.info.nbytes for o in ops)
     dtype = ops[0].info.dtype
-    launch(comm, Call("send_recv", None, None, send, recv, total, total, dtype, "sum", 0, stream, False,
-                      layout(comm.size, sends, recvs, descriptors)))
+    launch(comm, Call(collective="send_recv", sendbuf=None, recvbuf=None, send=CallBuffer(*send),
+                      recv=CallBuffer(*recv), peer_bytes=total, message_bytes=total, dtype=dtype, op="sum", root=0,
+                      stream=stream, in_place=False, layout=layout(comm.size, sends, recvs, descriptors)))
     for o, at in unpacking:
         _copy(_pair(o.info, o.buf), 0, recv, at, o.info.nbytes, stream)
 
@@ -270,7 +271,7 @@ def all_to_allv(comm, sendbuf, recvbuf, send_counts, recv_counts, stream, algo) 
     if sc[comm.rank] != rc[comm.rank]:
         raise InvalidUsageError(f"all_to_all: rank {comm.rank} sends itself {sc[comm.rank]} elements but receives "
                                 f"{rc[comm.rank]} from itself")
-    check = config.call_check()
+    check = config.get("PYMSCCLPP_CHECK")
     comm.raise_if_failed()
     moved = _agreed_counts(comm, sc, rc, send.dtype) if check and n > 1 else sum(sc) + sum(rc)
     if moved == 0:
@@ -294,13 +295,15 @@ def _run(comm, collective, send, sendbuf, recv, recvbuf, sends, recvs, descripto
     table = layout(comm.size, sends, recvs, descriptors)
     s = (None, None) if send is None else _pair(send, sendbuf)
     r = (None, None) if recv is None else _pair(recv, recvbuf)
-    launch(comm, Call(collective, None, None, s, r, size, size, dtype, op, root, stream, False, table), algo)
+    launch(comm, Call(collective=collective, sendbuf=None, recvbuf=None, send=CallBuffer(*s), recv=CallBuffer(*r),
+                      peer_bytes=size, message_bytes=size, dtype=dtype, op=op, root=root, stream=stream,
+                      in_place=False, layout=table), algo)
 
 
 def _rooted_descriptors(comm, collective, nbytes, dtype, root, op="sum") -> dict | None:
     """Pair descriptors of a rooted call moving ``nbytes`` between the root and every other rank, toward the
     root (gather, reduce) or from it (scatter); nothing between two ranks that are not the root."""
-    if not config.call_check():
+    if not config.get("PYMSCCLPP_CHECK"):
         return None
     to_root = collective != "scatter"
     out = {}

@@ -79,7 +79,7 @@ def make_case(op: str, comm, dist, torch, dtype, nbytes: int, redop: str, algo: 
         return Case(part * n, lambda: comm.reduce_scatter(x, out, op=redop, **kw),
                     dist and (lambda: dist.reduce_scatter_tensor(ref, x, op=reduce_op)), (out, ref), (n - 1) / n,
                     _copy_floor(torch, dtype, part * n),
-                    lambda: _reduced(torch, dtype, part * n, n, 3, redop)[rank * part:(rank + 1) * part])
+                    lambda: _reduced(torch, dtype, part * n, n, 3, redop)[rank * part:(rank + 1) * part], (x,))
     if op == "all_to_all":
         x = _data(torch, dtype, part * n, rank, 4)
         out, ref = torch.empty_like(x), torch.empty_like(x)

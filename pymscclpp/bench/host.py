@@ -24,7 +24,8 @@ import time
 
 from numba import cuda  # pymscclpp, the parent package, chose the backend first
 
-COLLECTIVES = ("all_reduce", "all_gather", "reduce_scatter", "all_to_all", "broadcast")
+from ..runtime.collectives import COLLECTIVES
+
 LARGE_BYTES = 16 << 20  # a message of the large size class, whose first calls the GPU runs also time
 
 

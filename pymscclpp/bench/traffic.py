@@ -8,9 +8,10 @@ import argparse
 
 import numpy as np
 
+from ..runtime.collectives import COLLECTIVES as _SYMMETRIC
 from .verb_cases import VERBS, elements as verb_elements, run_verb
 
-COLLECTIVES = ("all_reduce", "all_gather", "reduce_scatter", "all_to_all", "broadcast", *VERBS)
+COLLECTIVES = (*_SYMMETRIC, *VERBS)
 
 
 def lower_bound(collective: str, size: int, nranks: int) -> float:

@@ -3,7 +3,9 @@ table.
 
 ``mpirun -np 2 python -m pymscclpp.bench.tune --out tuning.json`` on the target machine, then
 ``export PYMSCCLPP_TUNING_FILE=tuning.json``. CUDA-graph timing, median of ``--reps`` replays. The file holds a
-table per rank count: a run at another rank count adds its own and keeps the others.
+table per rank count: a run at another rank count adds its own and keeps the others. ``--programs`` also times the
+library's DSL programs with every protocol, instance count and chunk factor (``algos.library_plans``); a winner
+is written by its name (``plan:PROGRAM/PROTOCOL/iN/cN``), which any process rebuilds from the library.
 """
 
 from __future__ import annotations
@@ -12,12 +14,13 @@ import argparse
 import json
 import os
 
+from ..algos.library_plans import search_space
+from ..errors import InvalidUsageError
 from .__main__ import parse_size
 from .cases import make_case
 from .sweep import _setup
+from ..runtime.collectives import COLLECTIVES
 from .timing import capture, time_graph
-
-COLLECTIVES = ("all_reduce", "all_gather", "reduce_scatter", "all_to_all", "broadcast")
 
 
 def table_from_winners(winners: list[tuple[int, str]]) -> list[list]:
@@ -57,23 +60,30 @@ def main(argv=None) -> int:
     ap.add_argument("--iters", type=int, default=20)
     ap.add_argument("--reps", type=int, default=10)
     ap.add_argument("--out", required=True)
+    ap.add_argument("--programs", action="store_true", help="also search the library's DSL programs' parameters")
     args = ap.parse_args(argv)
     world, comm, torch, _ = _setup(nccl=False)
     dtype = getattr(torch, args.dtype)
     table = {}
     for op in COLLECTIVES:
         names = comm.algorithms.names(op)
+        if args.programs:
+            names += [spec.name for spec in search_space(comm.size, op)]
         if not names:
             continue
-        winners = []
+        winners, skipped = [], set()
         size = args.minbytes
         while size <= args.maxbytes:
             times = {}
             for name in names:
-                if size > comm.algorithms.get(op, name).message_range[1]:
-                    continue
                 case = make_case(op, comm, None, torch, dtype, size, "sum", name)
-                case.ours()
+                try:  # every rank alike: an algorithm that cannot serve the call says so before any launch
+                    case.ours()
+                except InvalidUsageError as exc:
+                    if comm.rank == 0 and name not in skipped:
+                        print(f"{op} {name}: skipped from {size} bytes ({exc})", flush=True)
+                    skipped.add(name)
+                    continue
                 torch.cuda.synchronize()
                 times[name] = time_graph(capture(case.ours, args.iters), args.iters, args.reps, world.Barrier)
             best = min(times, key=times.get)

@@ -19,7 +19,7 @@ from numba import cuda
 from numba.core import types
 
 from ..channels.primitives import LL16_BYTES, copy_bytes
-from ..runtime import config
+from .. import config
 from ..runtime.backend import IS_SIM
 from ..runtime.fingerprint import pack
 from ..runtime.handle_types import BYTES, U32, WAIT_CONTEXT
@@ -28,7 +28,7 @@ from ..runtime.memory import alloc
 from .device import call_agreed, checked_call
 
 MAX_BLOCKS = 128  # the largest grid of a checked kernel (one sequence word per block)
-SENDS_ALL = frozenset({"reduce_scatter", "all_to_all"})  # send buffers of ``size`` slots of ``Call.nbytes``
+SENDS_ALL = frozenset({"reduce_scatter", "all_to_all"})  # send buffers of ``size`` slots of ``Call.peer_bytes``
 _COPY_THREADS = 256
 
 CallCheckHandle = namedtuple("CallCheckHandle",
@@ -37,9 +37,9 @@ CallCheckHandle = namedtuple("CallCheckHandle",
 
 
 @cuda.jit(cache=True)
-def check_kernel(cc, fp, rank, nranks, op):
+def check_kernel(call_check, fingerprint, rank, nranks, op):
     """The call check alone, on one block: ahead of a user's kernel, or on a rank a plan gives no thread blocks."""
-    checked_call(cc, fp, rank, nranks, op)
+    checked_call(call_check, fingerprint, rank, nranks, op)
 
 
 @cuda.jit(cache=True)
@@ -56,7 +56,7 @@ def handle_type(peers: int) -> types.NamedTuple:
 
 def fingerprint_of(call, size: int) -> int:
     """The fingerprint of ``call`` (an ``algos.algorithm.Call``: collective, nbytes, dtype, op, root) on a communicator of ``size`` ranks (never 0)."""
-    send_bytes = call.nbytes * size if call.collective in SENDS_ALL else call.nbytes
+    send_bytes = call.peer_bytes * size if call.collective in SENDS_ALL else call.peer_bytes
     return pack(call.collective, send_bytes, call.dtype, call.op, call.root)
 
 
@@ -64,7 +64,7 @@ class CallCheck:
     """The communicator's call-check area, registered with every peer; ``handle`` is plain data for kernels."""
 
     def __init__(self, comm):
-        self.enabled = config.call_check()
+        self.enabled = config.get("PYMSCCLPP_CHECK")
         self.rank, self.size = comm.rank, comm.size
         self.area = alloc(2 * comm.size * LL16_BYTES)
         peers = [p for p in range(comm.size) if p != comm.rank]
@@ -85,9 +85,9 @@ class CallCheck:
 
     def check_launch(self, op: int) -> Launch:
         """A launch of the check kernel recording a disagreement with ``op`` (OP_CALLCHECK, OP_PRECHECK); set its
-        ``fp`` slot per call."""
+        ``fingerprint`` slot per call."""
         threads = max(1, self.size - 1) if IS_SIM else -(-max(1, self.size - 1) // 32) * 32
-        return Launch(check_kernel, 1, threads, {"cc": self.handle, "fp": 0, "rank": self.rank,
+        return Launch(check_kernel, 1, threads, {"call_check": self.handle, "fingerprint": 0, "rank": self.rank,
                                                  "nranks": self.size, "op": op})
 
     def copy_launch(self, dst, src) -> Launch:

@@ -17,66 +17,68 @@ from ..channels.ptx import store_v4_volatile
 
 
 @cuda.jit(device=True)
-def call_seq(cc):
+def call_seq(call_check):
     """The calling block's sequence number of this call (one more than the last call's, never 0)."""
-    return mc.packet_flag_begin(cc.counts)
+    return mc.packet_flag_begin(call_check.counts)
 
 
 @cuda.jit(device=True)
-def begin_call(cc, fp, rank, nranks):
-    """Unless the check is off (``fp`` 0), block 0's thread j puts our fingerprint ``fp`` into slot ``rank`` of peer
-    j's call-check area, flagged with the call's sequence number, in the half its parity picks."""
+def begin_call(call_check, fingerprint, rank, nranks):
+    """Unless the check is off (``fingerprint`` 0), block 0's thread j puts our ``fingerprint`` into slot ``rank``
+    of peer j's call-check area, flagged with the call's sequence number, in the half its parity picks."""
     tid = cuda.threadIdx.x
-    if fp != 0 and cuda.blockIdx.x == 0 and tid < nranks - 1:
-        seq = call_seq(cc)
+    if fingerprint != 0 and cuda.blockIdx.x == 0 and tid < nranks - 1:
+        seq = call_seq(call_check)
         f = np.uint32(seq)
-        store_v4_volatile(cc.peers[tid], ((seq % 2) * nranks + rank) * prim.LL16_BYTES, np.uint32(fp & 0xFFFFFFFF),
-                          f, np.uint32(fp >> 32), f)
+        store_v4_volatile(call_check.peers[tid], ((seq % 2) * nranks + rank) * prim.LL16_BYTES,
+                          np.uint32(fingerprint & 0xFFFFFFFF), f, np.uint32(fingerprint >> 32), f)
 
 
 @cuda.jit(device=True)
-def calls_agree(cc, fp, rank, nranks):
+def calls_agree(call_check, fingerprint, rank, nranks):
     """``compare_calls`` of a one-shot kernel (a disagreement found in the call's own kernel)."""
-    return compare_calls(cc, fp, rank, nranks, OP_CALLCHECK)
+    return compare_calls(call_check, fingerprint, rank, nranks, OP_CALLCHECK)
 
 
 @cuda.jit(device=True)
-def compare_calls(cc, fp, rank, nranks, op):
-    """True on every thread of the block when every peer's call has our fingerprint ``fp`` (or the check is off):
+def compare_calls(call_check, fingerprint, rank, nranks, op):
+    """True on every thread of the block when every peer's call has our ``fingerprint`` (or the check is off):
     thread j waits for peer j's packet; a disagreement is recorded (MISMATCH, ``op`` saying which kernel found it),
     as is a failed wait. Then thread 0 stores the call's sequence number for the next launch, whatever its grid
     (block b: words b, b + grid, ...)."""
-    if fp == 0:
+    if fingerprint == 0:
         return True
     tid = cuda.threadIdx.x
-    seq = call_seq(cc)
+    seq = call_seq(call_check)
     bad = 0
     if tid < nranks - 1:
         p = peer_rank(tid, rank)
-        a, c, got = prim.read_packet_ll16_from(cc.inbox, ((seq % 2) * nranks + p) * prim.LL16_BYTES, seq, cc, p, op)
+        a, c, got = prim.read_packet_ll16_from(call_check.inbox, ((seq % 2) * nranks + p) * prim.LL16_BYTES, seq,
+                                               call_check, p, op)
         theirs = (np.int64(c) << np.int64(32)) | np.int64(a)
         if not got:
             bad = 1
-        elif theirs != fp:
-            record_mismatch(cc.err, op, rank, p, seq, fp, theirs)
+        elif theirs != fingerprint:
+            record_mismatch(call_check.err, op, rank, p, seq, fingerprint, theirs)
             bad = 1
     bad = cuda.syncthreads_or(bad)  # every thread of the block has read its sequence word
     if tid == 0:
         k = cuda.blockIdx.x
-        while k < cc.counts.size:
-            cc.counts[k] = seq
+        while k < call_check.counts.size:
+            call_check.counts[k] = seq
             k += cuda.gridDim.x
     return bad == 0
 
 
 @cuda.jit(device=True)
-def checked_call(cc, fp, rank, nranks, op):
+def checked_call(call_check, fingerprint, rank, nranks, op):
     """``begin_call`` then ``compare_calls``, in a kernel that is not a one-shot one (every block calls it first);
-    block 0's thread 0 also stores the verdict in ``cc.verdict`` for what runs after the kernel on its stream."""
-    begin_call(cc, fp, rank, nranks)
-    ok = compare_calls(cc, fp, rank, nranks, op)
+    block 0's thread 0 also stores the verdict in ``call_check.verdict`` for what runs after the kernel on its
+    stream."""
+    begin_call(call_check, fingerprint, rank, nranks)
+    ok = compare_calls(call_check, fingerprint, rank, nranks, op)
     if cuda.blockIdx.x == 0 and cuda.threadIdx.x == 0:
-        cc.verdict[0] = np.uint32(1 if ok else 0)
+        call_check.verdict[0] = np.uint32(1 if ok else 0)
     return ok
 
 

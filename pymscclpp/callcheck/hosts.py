@@ -10,7 +10,7 @@ from __future__ import annotations
 import struct
 
 from ..errors import CallMismatchError, InvalidUsageError
-from ..runtime import config
+from .. import config
 from ..runtime.fingerprint import mismatch_text
 from .area import fingerprint_of
 
@@ -21,7 +21,7 @@ class HostCallCheck:
     """Fingerprints traded over ``comm``'s bootstrap per call (``PYMSCCLPP_CHECK=0``: no trade)."""
 
     def __init__(self, comm):
-        self.comm, self.enabled, self.calls = comm, config.call_check(), 0
+        self.comm, self.enabled, self.calls = comm, config.get("PYMSCCLPP_CHECK"), 0
 
     def check(self, call) -> None:
         """Return when every rank makes the same call as this one; else record and raise the mismatch."""

@@ -1,5 +1,6 @@
 """Device side of the error area (layout: ``runtime.device_errors``): record the first failing wait of a
-launch (or a call that disagrees with a peer's), and read the host's abort word every ``ABORT_CHECK_EVERY`` spins.
+launch (or a call that disagrees with a peer's), and read the host's abort word and the area's state every
+``ABORT_CHECK_EVERY`` spins.
 """
 
 from __future__ import annotations
@@ -14,9 +15,11 @@ from .ptx import fence_sys, load_relaxed
 
 
 @cuda.jit(device=True)
-def aborted(abort, spins):
-    """True when a wait at its ``spins``-th spin should give up because the host set the abort word."""
-    return spins % ABORT_CHECK_EVERY == 0 and load_relaxed(abort, 0) != 0
+def aborted(abort, err, spins):
+    """True when a wait at its ``spins``-th spin should give up: the host set the abort word, or a wait of the
+    communicator already failed (its error is the one reported: the simulator, which runs blocks one after
+    another, would otherwise spend a budget per block before reporting)."""
+    return spins % ABORT_CHECK_EVERY == 0 and (load_relaxed(abort, 0) != 0 or load_relaxed(err, 0) != 0)
 
 
 @cuda.jit(device=True)

@@ -9,9 +9,10 @@ from __future__ import annotations
 import numpy as np
 from numba import cuda
 
-from ..runtime.fifo import CTRL_ABORT, CTRL_TAIL, MAX_FIELD, PUSH_FAILED
-from .device_errors import OP_FIFO_PUSH, OP_FLUSH, OP_PROXY_ABORT, record_timeout
-from .ptx import globaltimer, load_acquire, load_relaxed, spin_pause, store_release, store_relaxed
+from ..runtime.fifo import CTRL_TAIL, MAX_FIELD, PUSH_FAILED
+from .device_errors import OP_FIFO_PUSH, OP_FLUSH, OP_PROXY_ABORT
+from .ptx import load_acquire, load_relaxed, store_release, store_relaxed
+from .spin import at_least, spin_until
 
 
 @cuda.jit(device=True)
@@ -33,31 +34,24 @@ def trigger_words(kind, dst_id, dst_off, src_id, src_off, nbytes, sem_id):
 
 
 @cuda.jit(device=True)
-def aborted(ch):
-    """True once the proxy set the abort word of this FIFO."""
-    return load_relaxed(ch.ctrl, CTRL_ABORT) != 0
+def _has_room(ch, _, ticket):
+    """Probe (``spin.spin_until``): the ring has room for trigger ``ticket``; the proxy's tail."""
+    tail = load_acquire(ch.ctrl, CTRL_TAIL)
+    return ticket < tail + ch.fifo_size, tail, tail
 
 
 @cuda.jit(device=True)
 def push(ch, w0, w1):
     """Push one trigger; its ticket, or PUSH_FAILED (error recorded) if the ring stayed full past the budget
-    or the proxy aborted. ``ch`` is any handle with the FifoHandle fields and err/rank/peer/channel/timeout_ns."""
+    or the proxy aborted. ``ch`` is any handle with the FifoHandle fields and err/abort/rank/peer/channel/timeout_ns
+    (``abort``: the FIFO's abort word)."""
     size = ch.fifo_size
     ticket = cuda.atomic.add(ch.head, 0, np.uint64(1))
     if ticket >= load_relaxed(ch.tail_cache, 0) + size:
-        start = globaltimer()
-        while True:
-            tail = load_acquire(ch.ctrl, CTRL_TAIL)
-            if ticket < tail + size:
-                cuda.atomic.max(ch.tail_cache, 0, tail)
-                break
-            if aborted(ch):
-                record_timeout(ch.err, OP_PROXY_ABORT, ch.rank, ch.peer, ch.channel, ticket, tail)
-                return np.uint64(PUSH_FAILED)
-            if ch.timeout_ns > 0 and globaltimer() - start > ch.timeout_ns:
-                record_timeout(ch.err, OP_FIFO_PUSH, ch.rank, ch.peer, ch.channel, ticket, tail)
-                return np.uint64(PUSH_FAILED)
-            spin_pause()
+        ok, tail = spin_until(_has_room, ch, 0, ticket, ch, ch.peer, ch.channel, OP_FIFO_PUSH, OP_PROXY_ABORT)
+        if not ok:
+            return np.uint64(PUSH_FAILED)
+        cuda.atomic.max(ch.tail_cache, 0, tail)
     slot = np.uint64(2) * (ticket % size)
     parity = ((ticket // size) + np.uint64(1)) & np.uint64(1)
     store_relaxed(ch.triggers, slot, w0)
@@ -70,15 +64,6 @@ def wait_popped(ch, ticket):
     """Wait until the proxy has popped trigger ``ticket`` (so it and all before it were executed); False on error."""
     if ticket == PUSH_FAILED:
         return False
-    start = globaltimer()
-    while True:
-        tail = load_acquire(ch.ctrl, CTRL_TAIL)
-        if tail > ticket:
-            return True
-        if aborted(ch):
-            record_timeout(ch.err, OP_PROXY_ABORT, ch.rank, ch.peer, ch.channel, ticket + np.uint64(1), tail)
-            return False
-        if ch.timeout_ns > 0 and globaltimer() - start > ch.timeout_ns:
-            record_timeout(ch.err, OP_FLUSH, ch.rank, ch.peer, ch.channel, ticket + np.uint64(1), tail)
-            return False
-        spin_pause()
+    ok, _ = spin_until(at_least, ch.ctrl, CTRL_TAIL, ticket + np.uint64(1), ch, ch.peer, ch.channel, OP_FLUSH,
+                       OP_PROXY_ABORT)
+    return ok

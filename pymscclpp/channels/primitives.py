@@ -16,10 +16,9 @@ from __future__ import annotations
 import numpy as np
 from numba import cuda
 
-from .device_errors import aborted, record_abort, record_timeout
-from .ptx import (address_of, globaltimer, load_u32, load_v2, load_v2_volatile, load_v4,
-                  load_v4_volatile, spin_pause, store_u32, store_v2, store_v2_volatile, store_v4,
-                  store_v4_volatile)
+from .ptx import (address_of, load_u32, load_v2, load_v2_volatile, load_v4, load_v4_volatile, store_u32,
+                  store_v2, store_v2_volatile, store_v4, store_v4_volatile)
+from .spin import spin_until
 
 LL16_BYTES = 16  # bytes of one LL16 packet
 LL16_DATA = 8    # data bytes it carries
@@ -31,6 +30,16 @@ _U7 = np.uint64(7)
 _U3 = np.uint64(3)
 _ZERO = np.uint64(0)
 
+
+
+@cuda.jit(device=True)
+def next_flag(last):
+    """The packet flag after ``last``: never 0 (fresh memory), and its parity alternates even across the 32-bit
+    wrap, so packet areas double-buffered by parity are never reused by two uses in a row."""
+    f = np.int64(last) + 1
+    if f > 0xFFFFFFFF:
+        f = 2
+    return f
 
 @cuda.jit(device=True)
 def copy_bytes(dst, dst_off, src, src_off, nbytes, tid, nthreads):
@@ -134,24 +143,16 @@ def read_packet_ll16(pkt, byte_off, flag, ctx, op):
 @cuda.jit(device=True)
 def read_packet_ll16_from(pkt, byte_off, flag, ctx, peer, op):
     """``read_packet_ll16`` naming ``peer`` as the sender in a recorded error (one context serves many peers)."""
+    ok, data = spin_until(_ll16_arrived, pkt, byte_off, flag, ctx, peer, ctx.channel, op, op)
+    return data[0], data[1], ok
+
+
+@cuda.jit(device=True)
+def _ll16_arrived(pkt, byte_off, flag):
+    """Probe (``spin.spin_until``): both flag words of the LL16 packet at ``byte_off`` are ``flag``; its data."""
     f = np.uint32(flag)
     a, fa, c, fc = load_v4_volatile(pkt, byte_off)
-    if fa == f and fc == f:
-        return a, c, True
-    start = globaltimer()
-    spins = 0
-    while True:
-        spin_pause()
-        a, fa, c, fc = load_v4_volatile(pkt, byte_off)
-        if fa == f and fc == f:
-            return a, c, True
-        spins += 1
-        if aborted(ctx.abort, spins):
-            record_abort(ctx.err, op, ctx.rank, peer, ctx.channel, flag, fa)
-            return a, c, False
-        if ctx.timeout_ns > 0 and globaltimer() - start > ctx.timeout_ns:
-            record_timeout(ctx.err, op, ctx.rank, peer, ctx.channel, flag, fa)
-            return a, c, False
+    return fa == f and fc == f, fa, (a, c)
 
 
 @cuda.jit(device=True)
@@ -189,24 +190,15 @@ def put_packets_ll8(pkt, pkt_off, src, src_off, nbytes, tid, nthreads, flag):
 @cuda.jit(device=True)
 def read_packet_ll8(pkt, byte_off, flag, ctx, op):
     """Spin until the LL8 packet at ``byte_off`` carries ``flag``; its data word, and False as read_packet_ll16."""
-    f = np.uint32(flag)
+    ok, a = spin_until(_ll8_arrived, pkt, byte_off, flag, ctx, ctx.peer, ctx.channel, op, op)
+    return a, ok
+
+
+@cuda.jit(device=True)
+def _ll8_arrived(pkt, byte_off, flag):
+    """Probe: the flag word of the LL8 packet at ``byte_off`` is ``flag``; its data word."""
     a, fa = load_v2_volatile(pkt, byte_off)
-    if fa == f:
-        return a, True
-    start = globaltimer()
-    spins = 0
-    while True:
-        spin_pause()
-        a, fa = load_v2_volatile(pkt, byte_off)
-        if fa == f:
-            return a, True
-        spins += 1
-        if aborted(ctx.abort, spins):
-            record_abort(ctx.err, op, ctx.rank, ctx.peer, ctx.channel, flag, fa)
-            return a, False
-        if ctx.timeout_ns > 0 and globaltimer() - start > ctx.timeout_ns:
-            record_timeout(ctx.err, op, ctx.rank, ctx.peer, ctx.channel, flag, fa)
-            return a, False
+    return fa == np.uint32(flag), fa, a
 
 
 @cuda.jit(device=True)

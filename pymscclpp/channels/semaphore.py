@@ -12,9 +12,9 @@ from __future__ import annotations
 
 from numba import cuda
 
-from .device_errors import OP_WAIT, aborted, record_abort, record_timeout
-from .ptx import (atomic_add_relaxed, atomic_add_release, globaltimer, load_acquire,
-                  spin_pause)
+from .device_errors import OP_WAIT
+from .ptx import atomic_add_relaxed, atomic_add_release, load_acquire
+from .spin import wait_at_least
 
 
 @cuda.jit(device=True)
@@ -51,20 +51,4 @@ def wait_for(sem, idx, op):
     """``wait``, a failure recorded as ``op`` (``runtime.device_errors.OP_NAMES``: what the wait was for)."""
     want = sem.expected[idx] + 1
     sem.expected[idx] = want
-    seen = load_acquire(sem.inbound, idx)
-    if seen >= want:
-        return True
-    start = globaltimer()
-    spins = 0
-    while True:
-        spin_pause()
-        seen = load_acquire(sem.inbound, idx)
-        if seen >= want:
-            return True
-        spins += 1
-        if aborted(sem.abort, spins):
-            record_abort(sem.err, op, sem.rank, sem.peer, sem.channel + idx, want, seen)
-            return False
-        if sem.timeout_ns > 0 and globaltimer() - start > sem.timeout_ns:
-            record_timeout(sem.err, op, sem.rank, sem.peer, sem.channel + idx, want, seen)
-            return False
+    return wait_at_least(sem.inbound, idx, want, sem, sem.peer, sem.channel + idx, op)

@@ -91,7 +91,7 @@ class KernelSpec:
     itemsize: int     # bytes per element of ``kind``
     size_class: int   # chunk bytes built into the kernel, or 0: the chunk size is an argument
     sim_threads: int  # 0: the GPU variant; else threads per plan thread block in the simulator variant
-    checked: bool = False  # takes the call check's handle ``cc`` and the call's fingerprint ``fp``
+    checked: bool = False  # takes the call check's handle ``call_check`` and the call's fingerprint ``fingerprint``
 
     @cached_property
     def peers(self) -> list[int]:
@@ -106,7 +106,8 @@ class KernelSpec:
         names += [f"sem{p}" for p in self.peers]
         ports = len(gpu.channels.get("port", []))
         names += [f"pc{c}" for c in range(ports)] + (["pid"] if ports else [])
-        names += ["st", "err", "abt", "tmo", "wctx"] + (["cc", "fp"] if self.checked else [])
+        names += ["st", "err", "abort_flag", "timeout_ns", "wait_context"]
+        names += ["call_check", "fingerprint"] if self.checked else []
         return names + ([] if self.size_class else ["chunk"])
 
     @property
@@ -131,9 +132,10 @@ class _Writer:
         self.helpers: dict[str, list[str]] = {}
         scratch = self.gpu.scratch_chunks * (2 if self.plan.use_double_scratch_buffer else 1)
         self.stage_next = scratch  # next staging slot of a port put-packets op, in packet-wide chunks
-        self.sync = ("D.group_sync(st, GROUPS, g, nt, err, abt, RANK, tmo)" if spec.sim_threads
+        self.sync = ("D.group_sync(st, GROUPS, g, nt, err, abort_flag, RANK, timeout_ns)" if spec.sim_threads
                      else "cuda.syncthreads()")
-        self.common = ", ".join(n for n in spec.arg_names if n not in ("cc", "fp", "chunk"))  # what ops take
+        # what ops take
+        self.common = ", ".join(n for n in spec.arg_names if n not in ("call_check", "fingerprint", "chunk"))
 
     # -- module -----------------------------------------------------------------------------------
 
@@ -196,7 +198,7 @@ class _Writer:
         else:
             out += ["    g = cuda.blockIdx.x", "    tid = cuda.threadIdx.x", "    nt = cuda.blockDim.x"]
         if spec.checked:  # every rank's call alike, else no op runs (the verdict gates the copies after)
-            out += ["    if not checked_call(cc, fp, RANK, NRANKS, OP_CALLCHECK):", "        return"]
+            out += ["    if not checked_call(call_check, fingerprint, RANK, NRANKS, OP_CALLCHECK):", "        return"]
         if spec.size_class:
             out.append("    chunk = CHUNK")
         out.append("    flag = D.flag_begin(st, g)")
@@ -241,7 +243,8 @@ class _Writer:
         if name == "barrier":
             pos = self.xplan.barrier_ids.index(op.barrier_id)
             return [self.sync, "if tid == 0:",
-                    f"    D.tb_barrier(st, BARRIERS + {pos}, {op.num_threadblocks}, err, abt, RANK, tmo)", self.sync]
+                    f"    D.tb_barrier(st, BARRIERS + {pos}, {op.num_threadblocks}, err, abort_flag, RANK, timeout_ns)",
+                    self.sync]
         if op.channel_type == "port" and name in _PORT_SYNC:
             out = []
             for j, cid in enumerate(op.channel_ids):
@@ -256,8 +259,8 @@ class _Writer:
         if name in ("sem_acquire", "sem_release"):
             out = []
             for j, sid in enumerate(op.semaphore_ids):
-                call = (f"D.sem_acquire(st, SEMAPHORES + {sid}, err, abt, RANK, tmo)" if name == "sem_acquire"
-                        else f"D.sem_release(st, SEMAPHORES + {sid})")
+                call = (f"D.sem_acquire(st, SEMAPHORES + {sid}, err, abort_flag, RANK, timeout_ns)"
+                        if name == "sem_acquire" else f"D.sem_release(st, SEMAPHORES + {sid})")
                 out += [f"if tid == {j} % nt:", f"    {call}"]
             return out
         return self.data(op, unit)
@@ -305,7 +308,7 @@ class _Writer:
         if not shape.reduces:
             if op.name == "rppkt":
                 (sa, so), = srcs
-                return out + [f"D.forward_packets({da}, {do}, {sa}, {so}, n, tid, nt, flag, wctx, OP_PACKET)"
+                return out + [f"D.forward_packets({da}, {do}, {sa}, {so}, n, tid, nt, flag, wait_context, OP_PACKET)"
                               for da, do in dsts]
             (sa, so), = srcs
             return out + [self.move(sa, so, da, do, src_roles[0], role) for (da, do), role in zip(dsts, dst_roles)]
@@ -325,7 +328,7 @@ class _Writer:
             (src,) = op.src_buff
             _, so = self.where(op, src, True)
             out += self.region(op, src.size, unit)
-            out += [f"D.await_packets(scr, {so}, n, tid, nt, flag, wctx, OP_PACKET)", self.sync]
+            out += [f"D.await_packets(scr, {so}, n, tid, nt, flag, wait_context, OP_PACKET)", self.sync]
             pairs = [(src, dst, so) for dst in op.dst_buff]
         else:
             pairs = [(src, dst, None) for src, dst in zip(op.src_buff, op.dst_buff)]
@@ -355,7 +358,7 @@ class _Writer:
     @staticmethod
     def move(sa: str, so: str, da: str, do: str, src_role: str, dst_role: str) -> str:
         if src_role in PACKET_ROLES:
-            return (f"P.unpack_packets_ll16({da}, {do}, {sa}, {so}, n, tid, nt, flag, wctx, OP_PACKET)")
+            return (f"P.unpack_packets_ll16({da}, {do}, {sa}, {so}, n, tid, nt, flag, wait_context, OP_PACKET)")
         if dst_role in PACKET_ROLES:
             return f"P.put_packets_ll16({da}, {do}, {sa}, {so}, n, tid, nt, flag)"
         return f"P.copy_bytes({da}, {do}, {sa}, {so}, n, tid, nt)"
@@ -379,7 +382,7 @@ class _Writer:
         if name not in self.helpers:
             self.helpers[name] = _packet_reduce_helper(name, k, m)
         args = [x for pair in dsts + srcs for x in pair]
-        return f"{name}({', '.join(args)}, n, tid, nt, flag, wctx)"
+        return f"{name}({', '.join(args)}, n, tid, nt, flag, wait_context)"
 
 
 def _lookup(values: list[int], var: str) -> str:
@@ -469,7 +472,7 @@ def _packet_reduce_helper(name: str, k: int, m: int) -> list[str]:
     """``d0 = a0 (op) packets p_1 ... p_{k-1}``; the result also goes out as LL16 packets to m places."""
     dst = ["d0, e0"] + [f"q{j}, f{j}" for j in range(m)]
     src = ["a0, o0"] + [f"p{i}, u{i}" for i in range(1, k)]
-    out = ["@cuda.jit(device=True)", f"def {name}({', '.join(dst + src)}, n, tid, nt, flag, wctx):",
+    out = ["@cuda.jit(device=True)", f"def {name}({', '.join(dst + src)}, n, tid, nt, flag, wait_context):",
            f'    """d0 = a0 combined with {k - 1} packet source(s), 8 bytes per packet; also sent as packets '
            f'to {m} place(s)."""',
            "    fl = np.uint32(flag)",
@@ -480,7 +483,7 @@ def _packet_reduce_helper(name: str, k: int, m: int) -> list[str]:
            "        x0 = P.data_word(a0, o0 + w, rem)",
            "        x1 = P.data_word(a0, o0 + w + 4, rem - 4)"]
     for i in range(1, k):
-        out += [f"        y0, y1, ok = P.read_packet_ll16(p{i}, u{i} + j * 16, flag, wctx, OP_PACKET)",
+        out += [f"        y0, y1, ok = P.read_packet_ll16(p{i}, u{i} + j * 16, flag, wait_context, OP_PACKET)",
                 "        if not ok:", "            return False", "        " + _combine("x0", "y0"),
                 "        " + _combine("x1", "y1")]
     out += ["        P.put_word(d0, e0 + w, x0, rem)", "        P.put_word(d0, e0 + w + 4, x1, rem - 4)"]

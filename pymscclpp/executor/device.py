@@ -12,23 +12,22 @@ import numpy as np
 from numba import cuda
 
 from ..channels import fifo
-from ..channels.device_errors import OP_WAIT, aborted, record_abort, record_timeout
+from ..channels.device_errors import OP_WAIT
+from ..channels.primitives import LL16_BYTES, LL16_DATA, next_flag, read_packet_ll16
+from ..channels.ptx import load_acquire, store_release, store_v4_volatile
+from ..channels.spin import spin_until, wait_at_least
+from ..runtime.device_errors import WaitContext
 from ..runtime.fifo import TRIGGER_DATA, TRIGGER_SYNC
-from ..channels.primitives import LL16_BYTES, LL16_DATA, read_packet_ll16
-from ..channels.ptx import globaltimer, load_acquire, spin_pause, store_release, store_v4_volatile
 
 _ONE = np.uint64(1)
-_FLAG_MAX = 0xFFFFFFFF
+_NO_PEER = np.int64(-1)  # waits on this rank's own memory
 
 
 @cuda.jit(device=True)
 def flag_begin(st, g):
     """This execution's packet flag for thread block ``g``: one more than its last (never 0; parity
     alternates across the 32-bit wrap, so double-buffered scratch halves alternate too)."""
-    f = np.int64(st[g]) + 1
-    if f > _FLAG_MAX:
-        f = 2
-    return f
+    return next_flag(st[g])
 
 
 @cuda.jit(device=True)
@@ -48,21 +47,10 @@ def split(size, index, slices, align):
 
 
 @cuda.jit(device=True)
-def _spin_until_at_least(st, i, target, err, abort, rank, timeout_ns, what):
-    if load_acquire(st, i) >= target:
-        return True
-    start = globaltimer()
-    spins = 0
-    while load_acquire(st, i) < target:
-        spin_pause()
-        spins += 1
-        if aborted(abort, spins):
-            record_abort(err, OP_WAIT, rank, -1, what, target, load_acquire(st, i))
-            return False
-        if timeout_ns > 0 and globaltimer() - start > timeout_ns:
-            record_timeout(err, OP_WAIT, rank, -1, what, target, load_acquire(st, i))
-            return False
-    return True
+def _local_wait(err, abort, rank, timeout_ns, what):
+    """The error context of a wait on this rank's own state, recorded with channel code ``what``
+    (``runtime.device_errors.LOCAL_WAITS``)."""
+    return WaitContext(err, abort, rank, _NO_PEER, np.int64(what), timeout_ns)
 
 
 @cuda.jit(device=True)
@@ -75,7 +63,7 @@ def group_sync(st, base, g, nt, err, abort, rank, timeout_ns):
         st[c] = np.uint64(0)
         store_release(st, c + 1, gen + _ONE)
         return
-    _spin_until_at_least(st, c + 1, gen + _ONE, err, abort, rank, timeout_ns, -2)
+    wait_at_least(st, c + 1, gen + _ONE, _local_wait(err, abort, rank, timeout_ns, -2), _NO_PEER, -2, OP_WAIT)
 
 
 @cuda.jit(device=True)
@@ -85,7 +73,7 @@ def tb_barrier(st, i, num, err, abort, rank, timeout_ns):
     cuda.threadfence()
     old = cuda.atomic.add(st, i, _ONE)
     target = (old // np.uint64(num) + _ONE) * np.uint64(num)
-    _spin_until_at_least(st, i, target, err, abort, rank, timeout_ns, -3)
+    wait_at_least(st, i, target, _local_wait(err, abort, rank, timeout_ns, -3), _NO_PEER, -3, OP_WAIT)
     cuda.threadfence()
 
 
@@ -99,21 +87,15 @@ def sem_release(st, i):
 @cuda.jit(device=True)
 def sem_acquire(st, i, err, abort, rank, timeout_ns):
     """Take one unit of plan semaphore ``st[i]`` (one thread), waiting while it is 0."""
-    start = globaltimer()
-    spins = 0
-    while True:
-        v = load_acquire(st, i)
-        if v > np.uint64(0) and cuda.atomic.cas(st, i, v, v - _ONE) == v:
-            break
-        spin_pause()
-        spins += 1
-        if aborted(abort, spins):
-            record_abort(err, OP_WAIT, rank, -1, -4, 1, v)
-            break
-        if timeout_ns > 0 and globaltimer() - start > timeout_ns:
-            record_timeout(err, OP_WAIT, rank, -1, -4, 1, v)
-            break
+    spin_until(_take_one, st, i, _ONE, _local_wait(err, abort, rank, timeout_ns, -4), _NO_PEER, -4, OP_WAIT, OP_WAIT)
     cuda.threadfence()
+
+
+@cuda.jit(device=True)
+def _take_one(st, i, _):
+    """Probe (``spin.spin_until``): took one unit of plan semaphore ``st[i]`` (it was positive)."""
+    v = load_acquire(st, i)
+    return v > np.uint64(0) and cuda.atomic.cas(st, i, v, v - _ONE) == v, v, v
 
 
 @cuda.jit(device=True)

@@ -13,12 +13,12 @@ peers' before any op, and the copies into the user's buffers after the kernel ru
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import numpy as np
 
+from .. import config
 from ..channels import reduce as red
 from ..errors import InvalidUsageError, ProxyError
 from ..plan import PlanError
@@ -36,7 +36,6 @@ from .resources import Binding, Copies, PlanResources, ScratchSet, scratch_bytes
 if TYPE_CHECKING:
     from ..callcheck.area import CallCheck
 
-DEFAULT_SIM_THREADS = 4
 _FAST_ENTRIES = 64  # calls remembered by buffer object identity (their buffers stay referenced)
 _SIM_SCRATCH_LIMIT = 1 << 30
 
@@ -77,7 +76,7 @@ class PreparedCall:
         if self.pre.pairs:
             self.pre.run(stream)
         if self.checked:
-            self.launch_.set_int("fp", fingerprint)
+            self.launch_.set_int("fingerprint", fingerprint)
         self.launch_.launch(stream)
         if self.post.pairs:
             self.post.run(stream)
@@ -112,7 +111,7 @@ class Executor:
                  call_check: CallCheck | None = None):
         self.comm = comm
         self.call_check = call_check
-        self.sim_threads = sim_threads or int(os.environ.get("PYMSCCLPP_SIM_THREADS", DEFAULT_SIM_THREADS))
+        self.sim_threads = sim_threads or config.get("PYMSCCLPP_SIM_THREADS")
         self.max_scratch_bytes = max_scratch_bytes
         self.stats: list[KernelStats] = []
         self._plans: dict[int, tuple] = {}  # id(plan object) -> (the object, kept alive; its ExecutionPlan)
@@ -231,11 +230,11 @@ class Executor:
         """Whether the plan's calls are checked: the executor has an enabled call check and every rank's kernel
         can run it (decided alike on every rank, which all know the plan; a rank without thread blocks runs
         the check kernel)."""
-        cc = self.call_check
-        if cc is None or not cc.enabled:
+        call_check = self.call_check
+        if call_check is None or not call_check.enabled:
             return False
         sim_threads = self.sim_threads if IS_SIM else 0
-        return all(cc.fits(*launch_dims(xplan, r, sim_threads)) for r, gpu in enumerate(xplan.plan.gpus)
+        return all(call_check.fits(*launch_dims(xplan, r, sim_threads)) for r, gpu in enumerate(xplan.plan.gpus)
                    if gpu.threadblocks)
 
     def _check_same_plan(self, xplan: ExecutionPlan) -> None:
@@ -282,9 +281,9 @@ class Executor:
     def _scratch_limit(self) -> int:
         if self.max_scratch_bytes is not None:
             return self.max_scratch_bytes
-        raw = os.environ.get("PYMSCCLPP_MAX_SCRATCH_BYTES")
-        if raw:
-            return int(raw)
+        limit = config.get("PYMSCCLPP_MAX_SCRATCH_BYTES")
+        if limit is not None:
+            return limit
         if IS_SIM:
             return _SIM_SCRATCH_LIMIT
         from numba import cuda
@@ -303,11 +302,11 @@ class Executor:
             return self.call_check.check_launch(OP_CALLCHECK) if spec.checked else _NoThreadBlocks()
         module, source_s = load_module(spec)
         values = {"inp": binding.kin, "out": binding.kout, "scr": scratch.scratch, "st": resources.state,
-                  "err": self.comm.error_area, "abt": self.comm.abort_word, "tmo": np.uint64(self.comm.timeout_ns),
-                  "wctx": self.comm.wait_context(),
-                  "chunk": np.int64(layout.chunk), "fp": np.int64(0)}
+                  "err": self.comm.error_area, "abort_flag": self.comm.abort_word,
+                  "timeout_ns": np.uint64(self.comm.timeout_ns), "wait_context": self.comm.wait_context(),
+                  "chunk": np.int64(layout.chunk), "fingerprint": np.int64(0)}
         if spec.checked:
-            values["cc"] = self.call_check.handle
+            values["call_check"] = self.call_check.handle
         values.update({f"rb{j}": arr for j, arr in enumerate(binding.remote)})
         values.update({f"sem{p}": h for p, h in resources.handles.items()})
         if resources.ports is not None:

@@ -7,6 +7,7 @@ import os
 import sys
 from pathlib import Path
 
+from .. import config
 from ..errors import PymscclppError
 
 LIB_ENV = "PYMSCCLPP_NCCL_LIB"
@@ -48,7 +49,7 @@ class NcclError(PymscclppError):
 
 def candidates() -> list[str]:
     """Where to look for libnccl, in order: PYMSCCLPP_NCCL_LIB alone if set, else wheels, then the system."""
-    explicit = os.environ.get(LIB_ENV)
+    explicit = config.get(LIB_ENV)
     if explicit:
         return [explicit]
     wheels = [str(Path(p) / _WHEEL_LIB) for p in dict.fromkeys(sys.path) if p and (Path(p) / _WHEEL_LIB).is_file()]

@@ -18,6 +18,7 @@ from .internal.replicate import replicate_list, replicate_ops
 from .internal.emit import emit_gpu
 from .internal.types import BufferType, ChannelType, ReplicationPolicy
 from ..plan.layout import io_layout
+from ..plan.protocols import PLAN_SPELLING, protocol_name
 from .rank import Semaphore  # noqa: F401
 from .utils import AlgoSpec
 
@@ -50,8 +51,6 @@ class CollectiveProgram:
                  replication_policy: ReplicationPolicy = ReplicationPolicy.interleaved, reuse_resources: bool = False,
                  num_threads_per_block: int = 1024, use_double_scratch_buffer: bool = False, buffer_alignment: int = 16,
                  min_message_size: int = 0, max_message_size: int = 2**64 - 1):
-        if protocol not in ("Simple", "LL"):
-            raise ValueError(f"protocol must be 'Simple' or 'LL', got {protocol!r}")
         if instances < 1:
             raise ValueError(f"instances must be >= 1, got {instances}")
         if num_ranks != collective.num_ranks:
@@ -60,7 +59,7 @@ class CollectiveProgram:
         self.collective = collective
         self.num_ranks = num_ranks
         self.instances = instances
-        self.protocol = protocol
+        self.protocol = protocol_name(protocol)  # MSCCL++'s "Simple"/"LL" (its default) or "simple"/"packet"
         self.instr_fusion = instr_fusion
         self.auto_sync = auto_sync
         self.replication_policy = replication_policy
@@ -167,7 +166,7 @@ class CollectiveProgram:
         return {
             "name": self.name,
             "collective": self.collective.name,
-            "protocol": self.protocol,
+            "protocol": PLAN_SPELLING[self.protocol],
             "inplace": self.collective.inplace,
             "reuse_resources": self.reuse_resources,
             "gpus": gpus,

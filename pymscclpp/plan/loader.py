@@ -13,6 +13,7 @@ from typing import Any
 
 from .model import (BUFFER_CODES, CHANNEL_TYPES, MAX_MESSAGE_SIZE, REDUCE_OPS, SWITCH, BufferRef, Gpu, Op, Plan, PlanError,
                     RemoteBuffer, SwitchChannel, ThreadBlock)
+from .protocols import PLAN_SPELLING, protocol_name
 from .opcodes import ALL_OPS, CHANNEL_SYNC_OPS, DATA_OPS, PACKET_ROLES, REMOTE_ROLES, SEMAPHORE_OPS, SWITCH_ROLES, roles
 
 
@@ -72,7 +73,7 @@ class _Loader:
     def plan(self, obj: Any) -> Plan:
         obj = _dict_at(obj, "<plan>")
         protocol = _get(obj, "protocol", "", str)
-        if protocol not in ("Simple", "LL"):
+        if protocol not in PLAN_SPELLING.values():
             raise _fail("protocol", f"must be 'Simple' or 'LL', got {protocol!r}")
         gpus_raw = _list(obj, "gpus", "")
         if not gpus_raw:
@@ -82,7 +83,7 @@ class _Loader:
         plan = Plan(
             name=_get(obj, "name", "", str),
             collective=_get(obj, "collective", "", str),
-            protocol=protocol,
+            protocol=protocol_name(protocol),
             inplace=_get(obj, "inplace", "", bool),
             gpus=gpus,
             reuse_resources=_get(obj, "reuse_resources", "", bool, False),

@@ -10,6 +10,8 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
+from .protocols import PLAN_SPELLING
+
 BUFFER_CODES = ("i", "o", "s")
 CHANNEL_TYPES = ("memory", "port")  # point-to-point channels
 SWITCH = "switch"  # an NVLS channel over a group of ranks
@@ -182,7 +184,7 @@ class Plan:
 
     name: str
     collective: str
-    protocol: str
+    protocol: str  # "packet" or "simple" (a plan file's "LL" or "Simple": ``protocols``)
     inplace: bool
     gpus: list[Gpu]
     reuse_resources: bool = False
@@ -223,7 +225,7 @@ class Plan:
         return {
             "name": self.name,
             "collective": self.collective,
-            "protocol": self.protocol,
+            "protocol": PLAN_SPELLING[self.protocol],
             "inplace": self.inplace,
             "reuse_resources": self.reuse_resources,
             "gpus": [gpu.to_dict() for gpu in self.gpus],

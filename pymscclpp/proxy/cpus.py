@@ -16,7 +16,9 @@ from __future__ import annotations
 import ctypes
 import os
 
+from .. import config
 from .._log import get_logger
+from ..errors import InvalidUsageError
 
 CPUS_ENV = "PYMSCCLPP_PROXY_CPUS"
 _PR_SET_TIMERSLACK = 29
@@ -99,7 +101,11 @@ def place_thread(device: int, default: str = "auto") -> set[int] | None:
                    ctypes.c_ulong(0))
     except Exception:
         pass
-    raw = os.environ.get(CPUS_ENV, "").strip().lower() or default
+    try:
+        raw = config.get(CPUS_ENV) or default
+    except InvalidUsageError as exc:  # in the proxy thread: warn and run on, as for CPUs that do not exist
+        _log.warning("%s; the proxy keeps the process's CPU binding", exc)
+        return None
     if raw == "inherit" or not hasattr(os, "sched_setaffinity"):
         return None
     try:

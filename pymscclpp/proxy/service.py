@@ -10,7 +10,6 @@ linked peer (which aborts theirs and passes it on), and is raised by ``check()``
 
 from __future__ import annotations
 
-import os
 import selectors
 import struct
 import threading
@@ -18,6 +17,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from .. import config
 from .._log import get_logger
 from ..runtime.fifo import CTRL_STOP, DEFAULT_SIZE, MAX_FIELD, MAX_MEMORIES, MAX_SEMAPHORES, TRIGGER_DATA, \
     TRIGGER_FLAG, TRIGGER_SYNC, Fifo, decode
@@ -115,8 +115,9 @@ class ProxyService:
         choice = forced(self._transport, getattr(comm, "transport", None))
         mine = propose(same_host, ib.problem(), choice)
         tag = comm.next_pair_tag(peer)
-        comm.bootstrap.send(pack_offer(mine), peer, tag)
-        transport = negotiate(mine, unpack_offer(comm.bootstrap.recv(peer, tag)))
+        comm.bootstrap.send(pack_offer(mine), peer, tag, what="our transport offer (proxy connection)")
+        transport = negotiate(mine, unpack_offer(comm.bootstrap.recv(peer, tag,
+                                                                     what="its transport offer (proxy connection)")))
         conn = _Connection(transport, Link.connect(comm, peer))
         if transport == Transport.IB:
             conn.qp = self._ib_queue_pair(peer)
@@ -142,8 +143,8 @@ class ProxyService:
                     self._regions.add(mid, self._ib.register(m.base, m.size))
         qp = IbQueuePair(self._ib)
         tag = self.comm.next_pair_tag(peer)
-        self.comm.bootstrap.send(ib_wire.pack_qp_info(qp.info()), peer, tag)
-        qp.connect(ib_wire.unpack_qp_info(self.comm.bootstrap.recv(peer, tag)))
+        self.comm.bootstrap.send(ib_wire.pack_qp_info(qp.info()), peer, tag, what="our IB queue pair")
+        qp.connect(ib_wire.unpack_qp_info(self.comm.bootstrap.recv(peer, tag, what="its IB queue pair")))
         return qp
 
     def _add_entry(self, m: _Memory) -> int:
@@ -182,7 +183,8 @@ class ProxyService:
                     return None
                 return RemoteMemory(handle, job_token=comm.job_token)
 
-            remote = handoff.trade(comm.bootstrap, peer, tag, comm.register_memory(inbox).serialize(), open_peer)
+            remote = handoff.trade(comm.bootstrap, peer, tag, comm.register_memory(inbox).serialize(), open_peer,
+                                   "port-channel inbox (add_remote_memory)")
             handle = seen["handle"]
             if remote is None:
                 return self._mapped[peer, handle]
@@ -195,8 +197,9 @@ class ProxyService:
         local_id = self.add_memory(inbox)
         if conn.transport == Transport.ETHERNET:
             self._memories[local_id].exposed_to.add(peer)
-            comm.bootstrap.send(_ETH_MEM.pack(local_id, self._memories[local_id].size), peer, tag)
-            data = comm.bootstrap.recv(peer, tag)
+            comm.bootstrap.send(_ETH_MEM.pack(local_id, self._memories[local_id].size), peer, tag,
+                                what="our port-channel inbox's id and size (add_remote_memory)")
+            data = comm.bootstrap.recv(peer, tag, what="its port-channel inbox's id and size (add_remote_memory)")
             if len(data) != _ETH_MEM.size:
                 raise ProxyError(f"rank {comm.rank}: bad memory record from peer {peer}")
             remote_id, size = _ETH_MEM.unpack(data)
@@ -204,8 +207,10 @@ class ProxyService:
                 if not m.local and m.peer == peer and m.remote_id == remote_id and m.size == size:
                     return mid
             return self._add_entry(_Memory(False, 0, size, peer, Transport.ETHERNET, remote_id=remote_id))
-        comm.bootstrap.send(ib_wire.pack_region(self._regions.get(local_id)), peer, tag)
-        region = ib_wire.unpack_region(comm.bootstrap.recv(peer, tag))
+        comm.bootstrap.send(ib_wire.pack_region(self._regions.get(local_id)), peer, tag,
+                            what="our port-channel inbox's IB region (add_remote_memory)")
+        what = "its port-channel inbox's IB region (add_remote_memory)"
+        region = ib_wire.unpack_region(comm.bootstrap.recv(peer, tag, what=what))
         mid = self._add_entry(_Memory(False, region.addr, region.length, peer, Transport.IB))
         self._regions.add(mid, region)
         return mid
@@ -229,8 +234,8 @@ class ProxyService:
         mine = _SLOT.pack(slot)
         if conn.transport == Transport.IB:
             mine += ib_wire.pack_region(self._token_region)
-        comm.bootstrap.send(mine, peer, tag)
-        data = comm.bootstrap.recv(peer, tag)
+        comm.bootstrap.send(mine, peer, tag, what="our port-channel semaphore slot (add_semaphore)")
+        data = comm.bootstrap.recv(peer, tag, what="its port-channel semaphore slot (add_semaphore)")
         if len(data) != len(mine):
             raise ProxyError(f"rank {comm.rank}: bad semaphore record from peer {peer}")
         (peer_slot,) = _SLOT.unpack(data[:_SLOT.size])
@@ -316,8 +321,9 @@ class ProxyService:
 
     def _spin(self) -> tuple[int, int]:
         """(ns an idle proxy busy-polls before it starts sleeping, us per sleep) from PYMSCCLPP_PROXY_SPIN_US."""
-        raw = os.environ.get(_SPIN_ENV, "").strip()
-        spin_us = float(raw) if raw else (0.0 if IS_SIM else 100_000.0)
+        spin_us = config.get(_SPIN_ENV)
+        if spin_us is None:
+            spin_us = 0.0 if IS_SIM else 100_000.0
         return int(spin_us * 1000), (200 if IS_SIM else 10)
 
     def _serve(self, ready: threading.Event) -> None:

@@ -1,6 +1,3 @@
 """Host runtime: backend choice, bootstrap, registered memory, semaphores, connections."""
 
 from . import backend  # noqa: F401  (must run before numba.cuda is imported)
-from . import kernel_cache
-
-kernel_cache.configure()

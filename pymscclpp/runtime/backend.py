@@ -10,36 +10,55 @@ wanted (or no GPU is visible), re-imports ``numba.cuda`` as the simulator.
 from __future__ import annotations
 
 import ctypes
+import functools
 import importlib
 import os
 import sys
 
+from .. import config
 from .._log import get_logger
 from ..errors import BackendError
 from . import numba_text
 
 _log = get_logger("backend")
-_CHOICES = ("auto", "gpu", "sim", "compile")
+
+
+@functools.cache
+def libcuda() -> ctypes.CDLL | None:
+    """The CUDA driver library, loaded once per process; None when there is no driver."""
+    try:
+        return ctypes.CDLL("libcuda.so.1")
+    except OSError:
+        return None
+
+
+def driver_function(names: tuple[str, ...], argtypes: list, restype=ctypes.c_int):
+    """A function object of its own (typed as asked, whatever other modules set) for the first of ``names`` that
+    libcuda has; None when it has none of them (or there is no driver)."""
+    lib = libcuda()
+    for name in names if lib is not None else ():
+        try:
+            fn = lib[name]
+        except AttributeError:
+            continue
+        fn.argtypes, fn.restype = argtypes, restype
+        return fn
+    return None
 
 
 def _gpu_count() -> int:
     """Number of CUDA devices the driver sees, 0 when there is no driver."""
-    try:
-        libcuda = ctypes.CDLL("libcuda.so.1")
-    except OSError:
-        return 0
-    if libcuda.cuInit(0) != 0:
+    lib = libcuda()
+    if lib is None or lib.cuInit(0) != 0:
         return 0
     count = ctypes.c_int(0)
-    if libcuda.cuDeviceGetCount(ctypes.byref(count)) != 0:
+    if lib.cuDeviceGetCount(ctypes.byref(count)) != 0:
         return 0
     return count.value
 
 
 def _select() -> str:
-    asked = os.environ.get("PYMSCCLPP_BACKEND", "auto").strip().lower() or "auto"
-    if asked not in _CHOICES:
-        raise BackendError(f"PYMSCCLPP_BACKEND={asked!r}: expected one of {', '.join(_CHOICES)}")
+    asked = config.get("PYMSCCLPP_BACKEND")
     if "numba.cuda" in sys.modules:
         return _adopt_loaded(asked)
     if os.environ.get("NUMBA_ENABLE_CUDASIM", "0") not in ("", "0") and asked != "gpu":
@@ -53,16 +72,16 @@ def _select() -> str:
                            "use PYMSCCLPP_BACKEND=sim to run on the CUDA simulator")
     os.environ["NUMBA_ENABLE_CUDASIM"] = "1" if chosen == "sim" else "0"
     if "numba" in sys.modules:
-        from numba.core import config
-        config.reload_config()
+        from numba.core import config as numba_config
+        numba_config.reload_config()
     return chosen
 
 
 def _adopt_loaded(asked: str) -> str:
     """The backend when numba.cuda was imported first: keep its mode, or re-import it as the simulator
     when that is what is asked for (or no GPU is visible) and it has not touched a GPU yet."""
-    from numba.core import config
-    if config.ENABLE_CUDASIM:
+    from numba.core import config as numba_config
+    if numba_config.ENABLE_CUDASIM:
         if asked in ("gpu", "compile"):
             raise BackendError(f"PYMSCCLPP_BACKEND={asked} but numba.cuda was imported as the simulator "
                                "(NUMBA_ENABLE_CUDASIM=1): unset NUMBA_ENABLE_CUDASIM")
@@ -78,13 +97,13 @@ def _adopt_loaded(asked: str) -> str:
         raise BackendError("PYMSCCLPP_BACKEND=sim but numba.cuda already uses the GPU in this process: "
                            "import pymscclpp first, or set NUMBA_ENABLE_CUDASIM=1 before starting Python")
     os.environ["NUMBA_ENABLE_CUDASIM"] = "1"
-    config.reload_config()
+    numba_config.reload_config()
     importlib.reload(sys.modules["numba.cuda"])  # in place: `from numba import cuda` done earlier follows
     return "sim"
 
 
 numba_text.install()
-_AUTO = (os.environ.get("PYMSCCLPP_BACKEND", "").strip().lower() in ("", "auto")
+_AUTO = (config.get("PYMSCCLPP_BACKEND") == "auto"
          and os.environ.get("NUMBA_ENABLE_CUDASIM", "0") in ("", "0"))  # sim only if no GPU is visible
 BACKEND: str = _select()
 IS_SIM: bool = BACKEND == "sim"

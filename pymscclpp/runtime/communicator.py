@@ -6,16 +6,16 @@ collective API and the executor sit on top of it.
 
 from __future__ import annotations
 
-import os
 import struct
 import weakref
 
 import numpy as np
 
+from .. import config
 from .._log import get_logger
-from .device_errors import ERR_WORDS, MISMATCH, WaitContext, describe
 from ..errors import CallMismatchError, CommTimeoutError, InvalidUsageError, PeerDisconnectedError
-from . import config, handoff, watchdog
+from .device_errors import ERR_WORDS, MISMATCH, WaitContext, describe
+from . import handoff, watchdog
 from .backend import IS_SIM, announce
 from .memory import RegisteredMemory, RemoteMemory, host_id, view_as
 from .liveness import LivenessMonitor, liveness_enabled
@@ -25,17 +25,6 @@ from .tokens import DevicePool, HostPool, PeerPools
 _log = get_logger("comm")
 _POOL_MSG = struct.Struct("<16s64sQ")
 _PAIR_TAG_BASE = 1 << 40  # bootstrap tags at and above this are the communicator's pairwise setup
-
-
-def _max_semaphores() -> int:
-    raw = os.environ.get("PYMSCCLPP_MAX_SEMAPHORES", "4096")
-    try:
-        value = int(raw)
-    except ValueError:
-        raise InvalidUsageError(f"PYMSCCLPP_MAX_SEMAPHORES={raw!r}: expected a positive integer") from None
-    if value <= 0:
-        raise InvalidUsageError(f"PYMSCCLPP_MAX_SEMAPHORES={raw!r}: expected a positive integer")
-    return value
 
 
 class Communicator:
@@ -49,7 +38,7 @@ class Communicator:
         self.rank, self.size = bootstrap.rank, bootstrap.size
         announce(self.rank)
         self.job_token = bootstrap.job_token
-        self.timeout_s = (config.timeout_s() if isinstance(timeout_s, str) and timeout_s == "env" else
+        self.timeout_s = (config.get("PYMSCCLPP_TIMEOUT_S") if isinstance(timeout_s, str) and timeout_s == "env" else
                           None if timeout_s is None else config.checked_timeout_s(timeout_s, f"timeout_s={timeout_s!r}"))
         self.timeout_ns = 0 if self.timeout_s is None else int(self.timeout_s * 1e9)
         self.host_ids = bootstrap.all_gather(host_id())
@@ -62,7 +51,7 @@ class Communicator:
         self._setup_guard = SetupGuard(bootstrap, lambda scope: restart()(scope))
         self._closables = []
         self._extensions: dict = {}
-        slots = _max_semaphores()
+        slots = config.get("PYMSCCLPP_MAX_SEMAPHORES")
         self.device_pool = DevicePool(slots, self.job_token, self.rank, self.device)
         self.host_pool = HostPool(slots + ERR_WORDS + 1)  # + the error area and the abort word, taken first
         err_slot = self.host_pool.slots.take(ERR_WORDS)  # host memory the device writes: read with no sync
@@ -158,7 +147,8 @@ class Communicator:
         self.check_peer(peer, same_host=True)
         reg = self.register_memory(buf)
         remote = handoff.trade(self.bootstrap, peer, self.next_pair_tag(peer), reg.serialize(),
-                               lambda data: RemoteMemory(data, job_token=self.job_token))
+                               lambda data: RemoteMemory(data, job_token=self.job_token),
+                               f"registered buffer of {reg.nbytes} bytes (exchange_memory)")
         if remote.rank != peer:
             raise InvalidUsageError(f"rank {self.rank}: memory handle from peer {peer} claims rank {remote.rank}")
         self._closables.append(remote)

@@ -14,6 +14,7 @@ from cuda.bindings import driver as cu
 from numba import cuda
 
 from ..errors import BackendError, RegistrationError
+from .backend import driver_function
 
 IPC_HANDLE_BYTES = 64
 _open_lock = threading.Lock()
@@ -38,7 +39,6 @@ def ensure_context() -> int:
     return cuda.current_context().device.id
 
 
-_libcuda = None
 _ATTRIBUTES = None  # (count, CUpointer_attribute array, value slots, their addresses) of pointer_info's one call
 
 
@@ -46,22 +46,22 @@ def _pointer_attributes(ptr: int) -> tuple[int, int, int, int]:
     """(memory type, device ordinal, range start, range size) of ``ptr`` in one cuPointerGetAttributes call, through
     libcuda directly (cuda-bindings 13.3 reports DEVICE_ORDINAL as 0 for memory on other devices); memory type 0
     for memory the driver does not know."""
-    global _libcuda, _ATTRIBUTES
+    global _ATTRIBUTES
     if _ATTRIBUTES is None:
-        _libcuda = ctypes.CDLL("libcuda.so.1")
-        _libcuda.cuPointerGetAttributes.argtypes = [ctypes.c_uint, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_uint64]
         a = cu.CUpointer_attribute
         names = (a.CU_POINTER_ATTRIBUTE_MEMORY_TYPE, a.CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL,
                  a.CU_POINTER_ATTRIBUTE_RANGE_START_ADDR, a.CU_POINTER_ATTRIBUTE_RANGE_SIZE)
         values = (ctypes.c_uint(), ctypes.c_int(), ctypes.c_uint64(), ctypes.c_size_t())
         kinds = (ctypes.c_int * 4)(*(int(n) for n in names))
         slots = (ctypes.c_void_p * 4)(*(ctypes.addressof(v) for v in values))
-        _ATTRIBUTES = (kinds, slots, values)
-    kinds, slots, values = _ATTRIBUTES
+        call = driver_function(("cuPointerGetAttributes",),
+                               [ctypes.c_uint, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_uint64])
+        _ATTRIBUTES = (call, kinds, slots, values)
+    call, kinds, slots, values = _ATTRIBUTES
     with _attribute_lock:
         for v in values:
             v.value = 0
-        if _libcuda.cuPointerGetAttributes(4, kinds, slots, ptr) != 0:
+        if call(4, kinds, slots, ptr) != 0:
             return 0, -1, 0, 0
         return tuple(v.value for v in values)
 

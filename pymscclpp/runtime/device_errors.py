@@ -40,8 +40,34 @@ OP_PAIR_SEND, OP_PAIR_RECV, OP_PAIR_WAIT, OP_SEND_CREDIT, OP_RECV_DATA = 9, 10, 
 TIMED_OUT, ABORTED, MISMATCH = 1, 2, 3
 # waits on this rank's own memory, recorded with these channel codes (executor/device.py): where they waited
 LOCAL_WAITS = {-2: " in the executor's barrier of one thread block's threads",
-               -3: " in the executor's barrier of a plan's thread blocks"}
+               -3: " in the executor's barrier of a plan's thread blocks",
+               -4: " on a plan semaphore (acquire)"}
 ABORT_CHECK_EVERY = 64  # spins between reads of the abort word (host memory: a slow read)
+
+
+def _expected(code: int, peer: int, channel: int, expected: int, seen: int) -> str:
+    """What the wait waited for, in words, from its recorded ``expected`` and ``seen`` words."""
+    whose = f"peer {peer}'s " if peer >= 0 else ""
+    if code in (OP_CALLCHECK, OP_PRECHECK):
+        held = "nothing" if seen == 0 else f"call {seen}'s"
+        return (f"expected peer {peer}'s fingerprint of call {expected} on this communicator, its slot holds {held}: "
+                f"peer {peer} has not made this call")
+    if code in (OP_PACKET, OP_READ_PACKET):
+        found = "none written yet" if seen == 0 else f"an earlier write's flag {seen}"
+        return f"expected {whose}packets of this call (flag {expected}) in this rank's scratch, found {found}"
+    if code == OP_WAIT and channel == -2:
+        return f"expected the block's other threads at barrier generation {expected}, it stayed {seen}"
+    if code == OP_WAIT and channel == -3:
+        return f"expected the plan's thread blocks to bring the barrier count to {expected}, it stayed {seen}"
+    if code == OP_WAIT and channel == -4:
+        return "expected another thread block to release the semaphore, it stayed 0"
+    if code == OP_WAIT:
+        return f"expected {whose}signal number {expected}, it had signalled {seen} time(s)"
+    if code == OP_FIFO_PUSH:
+        return f"the proxy's ring stayed full: trigger {expected} could not go in, the proxy had taken {seen}"
+    if code in (OP_FLUSH, OP_PROXY_ABORT):
+        return f"expected the proxy to have done {expected} trigger(s), it had done {seen}"
+    return f"expected {expected}, saw {seen}"
 
 
 def describe(err: np.ndarray) -> str | None:
@@ -64,5 +90,5 @@ def describe(err: np.ndarray) -> str | None:
     peer, channel = int(err[3]), int(err[4])
     where = f" on channel {channel}" if channel >= 0 else LOCAL_WAITS.get(channel, "")
     who = f" with peer {peer}" if peer >= 0 else ""  # a wait on this rank's own memory has no peer
-    return (f"rank {int(err[2])}: {op}{where}{who} {ended} "
-            f"in thread block {int(err[7])}: expected {int(err[5])}, saw {int(err[6])}")
+    return (f"rank {int(err[2])}: {op}{where}{who} {ended} in thread block {int(err[7])}: "
+            f"{_expected(code, peer, channel, int(err[5]), int(err[6]))}")

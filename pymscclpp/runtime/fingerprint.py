@@ -13,9 +13,8 @@ from __future__ import annotations
 import functools
 from typing import NamedTuple
 
-COLLECTIVES = ("all_reduce", "all_gather", "reduce_scatter", "all_to_all", "broadcast", "reduce", "gather", "scatter",
-               "send_recv", "all_to_allv")
-ROOTED = frozenset({"broadcast", "reduce", "gather", "scatter"})
+from .collectives import CALLS as COLLECTIVES, ROOTED
+
 DTYPES = {"float32": 4, "bfloat16": 2, "float16": 2, "int32": 4, "uint8": 1, "float64": 8, "int64": 8,
           "int16": 2, "int8": 1, "uint16": 2, "uint32": 4, "uint64": 8, "bool": 1, "complex64": 8,
           "complex128": 16, "float8_e4m3fn": 1, "float8_e5m2": 1}  # name: item size

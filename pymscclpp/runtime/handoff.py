@@ -16,16 +16,18 @@ _OK = b"ok"
 _FAILED = b"failed:"
 
 
-def trade(bootstrap, peer: int, tag: int, handle: bytes, open_peer: Callable[[bytes], T]) -> T:
-    """Send ``handle`` to ``peer``, map the peer's with ``open_peer``, and agree on success (a pair call)."""
-    bootstrap.send(handle, peer, tag)
-    received = bootstrap.recv(peer, tag)
+def trade(bootstrap, peer: int, tag: int, handle: bytes, open_peer: Callable[[bytes], T], what: str) -> T:
+    """Send ``handle`` to ``peer``, map the peer's with ``open_peer``, and agree on success (a pair call);
+    ``what``: the memory, in words (for errors)."""
+    bootstrap.send(handle, peer, tag, what=f"the handle of our {what}")
+    received = bootstrap.recv(peer, tag, what=f"the handle of its {what}")
     try:
         mapped, failure = open_peer(received), None
     except PymscclppError as exc:
         mapped, failure = None, exc
-    bootstrap.send(_OK if failure is None else _FAILED + f"{type(failure).__name__}: {failure}".encode(), peer, tag)
-    answer = bootstrap.recv(peer, tag)
+    bootstrap.send(_OK if failure is None else _FAILED + f"{type(failure).__name__}: {failure}".encode(), peer, tag,
+                   what=f"whether we mapped its {what}")
+    answer = bootstrap.recv(peer, tag, what=f"whether it mapped our {what}")
     if failure is not None:
         raise failure
     if answer != _OK:

@@ -18,26 +18,27 @@ import time
 import warnings
 from pathlib import Path
 
+from .. import config
 from ..errors import BackendError
 from . import numba_compat as nc
 
-_ROOT = Path(__file__).resolve().parent.parent
-# every file whose code ends up in a compiled kernel, or whose constants do
-DEVICE_SOURCES = ("channels", "algos", "executor/device.py", "executor/codegen.py", "runtime/device_errors.py",
-                  "runtime/fifo.py", "bench/memory_channel.py", "bench/port_channel.py")
+_ROOT = Path(__file__).resolve().parent.parent  # the package: only its kernels (and generated ones) are kept
+_sources: tuple[str, ...] | None = None  # what the digest covers, named by the package (``configure``)
 
 
 def root() -> Path:
     """``$PYMSCCLPP_CACHE_DIR`` (default ``~/.cache/pymscclpp``)."""
-    return Path(os.environ.get("PYMSCCLPP_CACHE_DIR") or Path.home() / ".cache" / "pymscclpp")
+    return Path(config.get("PYMSCCLPP_CACHE_DIR") or Path.home() / ".cache" / "pymscclpp")
 
 
 @functools.cache
 def device_code_digest() -> str:
-    """Hash of pymscclpp's version, the numba-cuda version and every device source file."""
+    """Hash of pymscclpp's version, the numba-cuda version and every device source file ``configure`` was given."""
     from .. import __version__
+    if _sources is None:
+        raise BackendError("the kernel cache was not configured: importing pymscclpp names its device sources")
     h = hashlib.sha256(f"{__version__}|{importlib.metadata.version('numba-cuda')}".encode())
-    for rel in DEVICE_SOURCES:
+    for rel in _sources:
         path = _ROOT / rel
         for f in sorted(path.glob("*.py")) if path.is_dir() else [path]:
             h.update(f.relative_to(_ROOT).as_posix().encode())
@@ -45,16 +46,21 @@ def device_code_digest() -> str:
     return h.hexdigest()[:20]
 
 
-def configure() -> None:
-    """Point numba's disk cache at this code's folder (before any ``cache=True`` kernel is defined)."""
+def configure(sources: tuple[str, ...]) -> None:
+    """Key the cache by ``sources`` (files and folders relative to the package: every file whose code ends up in a
+    compiled kernel, or whose constants do; the layers that hold them are above this one, so the package names
+    them) and point numba's disk cache at their digest's folder (before any ``cache=True`` kernel is defined)."""
+    global _sources
+    _sources = tuple(sources)
+    device_code_digest.cache_clear()
     if os.environ.get("NUMBA_CACHE_DIR"):
         return
     where = str(root() / "numba" / device_code_digest())
     os.environ["NUMBA_CACHE_DIR"] = where
     import sys
     if "numba" in sys.modules:
-        from numba.core import config
-        config.CACHE_DIR = where
+        from numba.core import config as numba_config
+        numba_config.CACHE_DIR = where
 
 
 def _cubin_path(kernel, argtypes: tuple, cc: tuple[int, int]) -> Path | None:

@@ -12,38 +12,37 @@ path).
 from __future__ import annotations
 
 import ctypes
-import os
+import functools
 
+from .. import config
 from ..errors import BackendError
-from . import config, kernel_cache
+from . import kernel_cache
 from . import numba_compat as nc
-from .backend import IS_SIM
+from .backend import IS_SIM, driver_function, libcuda
 from .graph_repeat import GraphRepeat, driver_addresses
 
 _CU_LAUNCH_PARAM_END, _CU_LAUNCH_PARAM_BUFFER_POINTER, _CU_LAUNCH_PARAM_BUFFER_SIZE = 0, 1, 2
-_libcuda = None
 
 
-def _driver():
-    """libcuda with the argument types of its copy call set (loaded on first use; launches use
-    ``prepared_launch``)."""
-    global _libcuda
-    if _libcuda is None:
-        lib = ctypes.CDLL("libcuda.so.1")
-        lib.cuMemcpyDtoDAsync_v2.argtypes = [ctypes.c_uint64, ctypes.c_uint64, ctypes.c_size_t, ctypes.c_void_p]
-        lib.cuMemcpyDtoDAsync_v2.restype = ctypes.c_int
-        _libcuda = lib
-    return _libcuda
+def _driver() -> ctypes.CDLL:
+    """libcuda (``backend.libcuda``, loaded once); launches call it through ``prepared_launch``."""
+    lib = libcuda()
+    if lib is None:
+        raise BackendError("the CUDA driver (libcuda.so.1) cannot be loaded")
+    return lib
+
+
+@functools.cache
+def _copy_call():
+    return driver_function(("cuMemcpyDtoDAsync_v2",), [ctypes.c_uint64, ctypes.c_uint64, ctypes.c_size_t,
+                                                       ctypes.c_void_p])
 
 
 def launch_mode() -> str:
     """How kernels are launched: ``packed``, ``params`` or ``numba`` (always numba's under the simulator)."""
     if IS_SIM:
         return "numba"
-    mode = os.environ.get("PYMSCCLPP_LAUNCH", "packed").strip().lower() or "packed"
-    if mode not in ("packed", "params", "numba"):
-        raise BackendError(f"PYMSCCLPP_LAUNCH={mode!r}: expected packed, params or numba")
-    return mode
+    return config.get("PYMSCCLPP_LAUNCH")
 
 
 def _param_offsets(values: list) -> tuple[list[int], int]:
@@ -59,10 +58,10 @@ def _param_offsets(values: list) -> tuple[list[int], int]:
 
 def _driver_offsets(func: int, count: int) -> list[int] | None:
     """The parameter offsets the driver reports for CUfunction ``func`` (cuFuncGetParamInfo), or None if it cannot."""
-    fn = getattr(_driver(), "cuFuncGetParamInfo", None)
+    fn = driver_function(("cuFuncGetParamInfo",), [ctypes.c_void_p, ctypes.c_size_t, ctypes.POINTER(ctypes.c_size_t),
+                                                   ctypes.POINTER(ctypes.c_size_t)])
     if fn is None:
         return None
-    fn.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.POINTER(ctypes.c_size_t), ctypes.POINTER(ctypes.c_size_t)]
     offsets, off, size = [], ctypes.c_size_t(), ctypes.c_size_t()
     for i in range(count):
         if fn(func, i, ctypes.byref(off), ctypes.byref(size)) != 0:
@@ -144,7 +143,7 @@ class Launch:
         self._launch = prepared_launch(ctypes.cast(_driver().cuLaunchKernel, ctypes.c_void_p).value, self._func,
                                        self.griddim, self.blockdim, self.sharedmem, self._params, self._extra)
         self._version = 0  # bumped by every change of a slot
-        addresses = driver_addresses(_driver()) if config.graph_repeats() else None
+        addresses = driver_addresses(_driver()) if config.get("PYMSCCLPP_GRAPH_REPEATS") else None
         self._repeat = None if addresses is None else GraphRepeat(
             addresses, self._func, self.griddim, self.blockdim, self.sharedmem, self._params, self._extra)
 
@@ -220,6 +219,6 @@ class Launch:
 
 def copy_async(dst_ptr: int, src_ptr: int, nbytes: int, stream: int) -> None:
     """Device-to-device copy on ``stream`` (GPU backend; capturable in a CUDA graph)."""
-    rc = _driver().cuMemcpyDtoDAsync_v2(dst_ptr, src_ptr, nbytes, stream)
+    rc = _copy_call()(dst_ptr, src_ptr, nbytes, stream)
     if rc != 0:
         raise BackendError(f"cuMemcpyDtoDAsync failed with CUresult {rc}")

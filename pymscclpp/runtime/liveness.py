@@ -35,6 +35,7 @@ import time
 import weakref
 from typing import Callable
 
+from .. import config
 from .._log import get_logger
 from ..errors import InvalidUsageError, PeerDisconnectedError
 from .bootstrap.base import TAG_LIMIT, Deadline
@@ -52,12 +53,7 @@ _SEGMENT = re.compile(r"^pymscclpp(?:-[a-z]+)*-(\d+)-[0-9a-f]+$")
 
 def liveness_enabled() -> bool:
     """False when PYMSCCLPP_LIVENESS is 0/off/false; True otherwise."""
-    raw = os.environ.get(ENV, "1").strip().lower()
-    if raw in ("", "1", "on", "true", "yes"):
-        return True
-    if raw in ("0", "off", "false", "no"):
-        return False
-    raise InvalidUsageError(f"{ENV}={raw!r}: expected 1 or 0")
+    return config.get(ENV)
 
 
 def pid_alive(pid: int) -> bool:

@@ -14,6 +14,7 @@ import struct
 
 import numpy as np
 
+from .. import config
 from ..errors import InvalidUsageError, RegistrationError
 from . import shm
 from .backend import IS_SIM
@@ -27,7 +28,7 @@ else:
 
 def host_id() -> bytes:
     """16 bytes naming this host (hostname and boot id); PYMSCCLPP_HOST_ID overrides, to fake several hosts."""
-    override = os.environ.get("PYMSCCLPP_HOST_ID")
+    override = config.get("PYMSCCLPP_HOST_ID")
     if override:
         seed = override
     else:

@@ -22,8 +22,9 @@ SemaphoreHandle = namedtuple(
 def _exchange_slot(comm, peer: int, slot: int, count: int, kind: str) -> int:
     """Send our first slot number and count to ``peer``; receive its own (the counts must agree)."""
     tag = comm.next_pair_tag(peer)
-    comm.bootstrap.send(np.array([slot, count], np.int64).tobytes(), peer, tag)
-    data = comm.bootstrap.recv(peer, tag)
+    what = f"slot number and count (pair set-up of a {kind})"
+    comm.bootstrap.send(np.array([slot, count], np.int64).tobytes(), peer, tag, what=f"our {what}")
+    data = comm.bootstrap.recv(peer, tag, what=f"its {what}")
     if len(data) != 16:
         raise InvalidUsageError(f"rank {comm.rank}: bad {kind} slot message from peer {peer}")
     peer_slot, peer_count = (int(x) for x in np.frombuffer(data, np.int64))

@@ -17,6 +17,7 @@ from .. import errors
 from ..errors import BootstrapError, CommTimeoutError, PymscclppError, SetupAbortedError
 
 _SETUP_TAG_BASE = 1 << 60  # bootstrap tags of the scopes' "done", verdict and "what" messages: three per scope
+VERDICT_GRACE_S = 0.5  # how long the verdicts are awaited once the scope's wait budget is spent
 
 
 class SetupGuard:
@@ -27,6 +28,7 @@ class SetupGuard:
         self.bootstrap = bootstrap
         self.on_failure = on_failure
         self.active: int | None = None
+        self._not_begun: set[int] = set()  # peers that did not begin the failed scope: no verdict comes from them
 
     @contextlib.contextmanager
     def scope(self, what: str) -> Iterator[None]:
@@ -35,17 +37,19 @@ class SetupGuard:
             yield
             return
         scope = self.active = self.bootstrap.open_scope()
+        self._not_begun = set()
         try:
             self._same_what(scope, what)
             yield
-            self._all_done(scope)
+            self._all_done(scope, what)
         except BaseException as exc:
             mine = None if isinstance(exc, SetupAbortedError) else exc
             if mine is not None:
                 self.bootstrap.abort_scope(scope, f"{type(exc).__name__}: {exc}")
+            left = self.bootstrap.scope_budget_left()
             self.bootstrap.close_scope()  # the verdicts are read outside the failed scope
             self.active = None
-            error = self._verdict(scope, what, mine, exc)
+            error = self._verdict(scope, what, mine, exc, None if left is None else max(left, VERDICT_GRACE_S))
             self.on_failure(scope)
             if mine is not None and not isinstance(mine, Exception):
                 raise  # KeyboardInterrupt, SystemExit: peers were told, this rank keeps its own
@@ -56,53 +60,62 @@ class SetupGuard:
 
     def _same_what(self, scope: int, what: str) -> None:
         """Raise on every rank, before any set-up traffic, when the ranks set up different things (their calls
-        differ: another collective, or a size another algorithm serves). A peer that is gone, or whose set-up
-        already failed, is left to the body and the verdicts."""
+        differ: another collective, or a size another algorithm serves), or when a peer does not begin the same
+        set-up within the budget. A peer that is gone, or whose set-up already failed, is left to the body and the
+        verdicts."""
         b = self.bootstrap
         tag = _SETUP_TAG_BASE + 3 * scope + 2
         peers = [p for p in range(b.size) if p != b.rank]
         for peer in peers:
             try:
-                b.send(what.encode(), peer, tag)
+                b.send(what.encode(), peer, tag, what=f"the name of this set-up ({what})")
             except (BootstrapError, CommTimeoutError):
                 pass
         for peer in peers:
             try:
-                theirs = b.recv(peer, tag).decode()
-            except (SetupAbortedError, BootstrapError, CommTimeoutError):
+                theirs = b.recv(peer, tag, what=f"the name of its set-up (ours: {what})").decode()
+            except CommTimeoutError:
+                self._not_begun.add(peer)
+                raise CommTimeoutError(f"rank {b.rank}: rank {peer} did not begin {what} within {b.timeout} s: has it "
+                                       f"made the same call?") from None
+            except (SetupAbortedError, BootstrapError):
                 return
             if theirs != what:
                 raise errors.InvalidUsageError(f"rank {b.rank} sets up {what} but rank {peer} sets up {theirs}: "
                                                "the ranks' calls do not match")
 
-    def _all_done(self, scope: int) -> None:
+    def _all_done(self, scope: int, what: str) -> None:
         """Tell every peer this rank's body succeeded and wait for theirs (an abort of the scope ends the wait)."""
         b = self.bootstrap
         peers = [p for p in range(b.size) if p != b.rank]
         for peer in peers:
-            b.send(b"", peer, _SETUP_TAG_BASE + 3 * scope)
+            b.send(b"", peer, _SETUP_TAG_BASE + 3 * scope, what=f"our end of {what}")
         for peer in peers:
-            b.recv(peer, _SETUP_TAG_BASE + 3 * scope)
+            b.recv(peer, _SETUP_TAG_BASE + 3 * scope, what=f"its end of {what} (it has not finished it)")
 
-    def _verdict(self, scope: int, what: str, mine: BaseException | None, seen: BaseException) -> PymscclppError:
+    def _verdict(self, scope: int, what: str, mine: BaseException | None, seen: BaseException,
+                 timeout: float | None) -> PymscclppError:
         """The error every rank raises: from each rank its own failure (if any), the lowest rank's wins;
-        ``seen`` is what ended this rank's body (``mine``, or a peer's abort)."""
+        ``seen`` is what ended this rank's body (``mine``, or a peer's abort). Peers' verdicts are awaited
+        ``timeout`` seconds; a peer that sends none within it is not said to have failed."""
         b = self.bootstrap
         failures = {}
         if mine is not None:
             failures[b.rank] = (type(mine).__name__, str(mine))
         note = b"" if mine is None else json.dumps(failures[b.rank]).encode()
         tag = _SETUP_TAG_BASE + 3 * scope + 1
-        peers = [p for p in range(b.size) if p != b.rank]
+        peers = [p for p in range(b.size) if p != b.rank and p not in self._not_begun]
         for peer in peers:
             try:
-                b.send(note, peer, tag)
+                b.send(note, peer, tag, what=f"our verdict on {what}")
             except (BootstrapError, CommTimeoutError):
                 pass  # its receive below reports it
         for peer in peers:
             try:
-                data = b.recv(peer, tag)
-            except (BootstrapError, CommTimeoutError) as exc:  # gone or stuck: that is its failure
+                data = b.recv(peer, tag, timeout, what=f"its verdict on {what}")
+            except CommTimeoutError:  # no verdict: it may not have made this call at all
+                continue
+            except BootstrapError as exc:  # gone: that is its failure
                 failures.setdefault(peer, (type(exc).__name__, str(exc)))
                 continue
             if data:

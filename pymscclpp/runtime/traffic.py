@@ -9,11 +9,9 @@ A rank's sent bytes are its pushes plus what peers pulled from it (``per_rank`` 
 
 from __future__ import annotations
 
-import os
-
 import numpy as np
 
-from ..errors import InvalidUsageError
+from .. import config
 
 ENV = "PYMSCCLPP_TRAFFIC"
 _COUNTS: dict[int, list[int]] = {}  # peer -> [bytes pushed to it, bytes pulled from it]
@@ -21,10 +19,7 @@ _COUNTS: dict[int, list[int]] = {}  # peer -> [bytes pushed to it, bytes pulled 
 
 def enabled() -> bool:
     """Whether PYMSCCLPP_TRAFFIC asks for counting (``1``) or not (unset, ``0``)."""
-    raw = os.environ.get(ENV, "0").strip()
-    if raw not in ("0", "1"):
-        raise InvalidUsageError(f"{ENV}={raw!r}: expected 1 (count channel traffic under the simulator) or 0")
-    return raw == "1"
+    return config.get(ENV)
 
 
 class _Counted(np.ndarray):

@@ -17,12 +17,11 @@ import sys
 import threading
 import weakref
 
+from .. import config
 from .._log import get_logger
-from ..errors import InvalidUsageError
 
 ENV = "PYMSCCLPP_ASYNC_ERROR_HANDLING"
 POLL_S = 1.0
-_MODES = {"0": "none", "none": "none", "1": "abort", "abort": "abort"}
 _log = get_logger("watchdog")
 _lock = threading.Lock()
 _watched: "weakref.WeakSet" = weakref.WeakSet()
@@ -34,10 +33,7 @@ atexit.register(_stopping.set)
 
 def mode() -> str:
     """``"none"`` or ``"abort"``, from PYMSCCLPP_ASYNC_ERROR_HANDLING."""
-    raw = os.environ.get(ENV, "0").strip().lower() or "0"
-    if raw not in _MODES:
-        raise InvalidUsageError(f"{ENV}={raw!r}: expected 0 (or none: the next call raises) or 1 (or abort)")
-    return _MODES[raw]
+    return config.get(ENV)
 
 
 def watch(comm) -> None:

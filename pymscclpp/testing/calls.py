@@ -7,9 +7,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..channels.reduce import DTYPE_KINDS, OPS, PAIRWISE_OPS
+from ..runtime.collectives import COLLECTIVES, REDUCING  # noqa: F401 (re-exported for strategies)
 
-COLLECTIVES = ("all_reduce", "all_gather", "reduce_scatter", "all_to_all", "broadcast")
-REDUCING = ("all_reduce", "reduce_scatter")
 DTYPES = tuple(DTYPE_KINDS)
 REDUCE_OPS = tuple(op for op in OPS if op in PAIRWISE_OPS)  # every algorithm serves these; avg: not plans
 

@@ -14,6 +14,7 @@ import tempfile
 import time
 from typing import Any, Callable
 
+from .. import config
 from . import pickling, worker
 from .failure import RankFailure
 
@@ -40,7 +41,7 @@ class RankPool:
         if n < 1:
             raise ValueError(f"ranks({n}): a pool needs at least one rank")
         self.size, self.timeout, self.start_timeout = n, timeout, start_timeout
-        backend = os.environ.get("PYMSCCLPP_BACKEND", "sim")
+        backend = config.get("PYMSCCLPP_BACKEND") if config.is_set("PYMSCCLPP_BACKEND") else "sim"
         self.env = {"PYMSCCLPP_BACKEND": backend, **(env or {})}
         self.rank_env = rank_env or [{}] * n
         self._ctx = _context(tuple(preload))

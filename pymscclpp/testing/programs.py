@@ -16,6 +16,7 @@ from ..language.channel import MemoryChannel
 from ..language.collectives import TestCollective
 from ..language.program import CollectiveProgram
 from ..language.rank import Buffer, Rank
+from ..plan.protocols import PACKET, SIMPLE
 
 LOCAL_KINDS = ("copy", "reduce")
 REMOTE_KINDS = ("put", "get", "remote_reduce", "packets")
@@ -52,7 +53,7 @@ class ProgramSpec:
 
     @property
     def protocol(self) -> str:
-        return "LL" if any(s.kind == "packets" for s in self.steps) else "Simple"
+        return PACKET if any(s.kind == "packets" for s in self.steps) else SIMPLE
 
 
 class DrawnProgram(NamedTuple):

@@ -9,12 +9,12 @@ name, so functional collectives, ``torch.compile`` and DTensor find it in torch'
 
 from __future__ import annotations
 
-import os
 from datetime import timedelta
 
 import torch
 import torch.distributed as dist
 
+from pymscclpp import config
 from pymscclpp.communicator import Communicator
 from pymscclpp.errors import InvalidUsageError
 from pymscclpp.fallback import nccl as nccl_fallback
@@ -232,7 +232,7 @@ class MscclppProcessGroup(dist.ProcessGroup):
     def _fallback_group(self, what: str, why: str) -> dist.ProcessGroup:
         """The group serving ``what`` (pymscclpp does not: ``why``), made on first use by every rank."""
         if self._fallback is None:
-            kind = os.environ.get(FALLBACK_ENV, "none" if IS_SIM else "nccl").strip().lower()
+            kind = config.get(FALLBACK_ENV) or ("none" if IS_SIM else "nccl")
             if kind == "none" or (kind == "nccl" and not dist.is_nccl_available()):
                 raise nccl_fallback.missing(f"torch.distributed {what} on the mscclpp backend", why)
             self._fallback = _fallback_group(kind, self._store, self.rank(), self.size(), self._timeout)
@@ -284,11 +284,9 @@ def _fallback_group(kind: str, store: dist.Store, rank: int, size: int, timeout:
         options = dist.ProcessGroupNCCL.Options()
         options._timeout = timeout
         backend, btype, devices = dist.ProcessGroupNCCL(sub, rank, size, options), types.NCCL, ["cuda"]
-    elif kind == "gloo":  # gloo takes CUDA tensors for some calls: the routing can be tested on one GPU
+    else:  # gloo (config checked the name); it takes CUDA tensors for some calls: the routing can be tested on one GPU
         backend, btype = dist.ProcessGroupGloo(sub, rank, size, timeout=timeout), types.GLOO
         devices = ["cpu"] if IS_SIM else ["cpu", "cuda"]
-    else:
-        raise InvalidUsageError(f"{FALLBACK_ENV}={kind!r}: expected nccl, gloo or none")
     try:
         group = dist.ProcessGroup(sub, rank, size)
         group._set_default_backend(btype)

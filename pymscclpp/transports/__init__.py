@@ -8,10 +8,10 @@ communicator's ``transport`` or the ProxyService's ``transport`` argument forces
 from __future__ import annotations
 
 import enum
-import os
 import struct
 from typing import NamedTuple
 
+from .. import config
 from ..errors import InvalidUsageError, ProxyError
 
 TRANSPORT_ENV = "PYMSCCLPP_TRANSPORT"
@@ -47,7 +47,7 @@ def forced(*overrides) -> Transport | None:
         choice = parse(value)
         if choice is not None:
             return choice
-    return parse(os.environ.get(TRANSPORT_ENV))
+    return parse(config.get(TRANSPORT_ENV))
 
 
 class Offer(NamedTuple):

@@ -10,7 +10,7 @@ from __future__ import annotations
 import ctypes
 
 from ..errors import BackendError
-from ..runtime.backend import BACKEND, IS_SIM
+from ..runtime.backend import BACKEND, IS_SIM, driver_function
 
 _U64, _SZ, _U32, _INT = ctypes.c_uint64, ctypes.c_size_t, ctypes.c_uint32, ctypes.c_int
 
@@ -21,7 +21,14 @@ def _fn(lib, names, argtypes, restype=_INT):
         if fn is not None:
             fn.argtypes, fn.restype = argtypes, restype
             return fn
-    raise BackendError(f"the CUDA driver has none of {', '.join(names)}")
+    raise BackendError(f"libc has none of {', '.join(names)}")
+
+
+def _cu(names, argtypes):
+    fn = driver_function(tuple(names), argtypes)
+    if fn is None:
+        raise BackendError(f"the CUDA driver has none of {', '.join(names)}")
+    return fn
 
 
 _libc = ctypes.CDLL(None)
@@ -31,16 +38,15 @@ clock_gettime = _fn(_libc, ["clock_gettime"], [_INT, _U64])
 CLOCK_MONOTONIC = 1
 
 if BACKEND == "gpu":  # (the compile-only backend has no driver)
-    _cu = ctypes.CDLL("libcuda.so.1")
-    copy_dtod_async = _fn(_cu, ["cuMemcpyDtoDAsync_v2"], [_U64, _U64, _SZ, _U64])
-    stream_write64 = _fn(_cu, ["cuStreamWriteValue64_v2", "cuStreamWriteValue64"], [_U64, _U64, _U64, _U32])
-    stream_sync = _fn(_cu, ["cuStreamSynchronize"], [_U64])
-    copy_htod_async = _fn(_cu, ["cuMemcpyHtoDAsync_v2"], [_U64, _U64, _SZ, _U64])
-    copy_dtoh_async = _fn(_cu, ["cuMemcpyDtoHAsync_v2"], [_U64, _U64, _SZ, _U64])
-    _stream_create = _fn(_cu, ["cuStreamCreate"], [ctypes.POINTER(_U64), _U32])
-    _stream_destroy = _fn(_cu, ["cuStreamDestroy_v2"], [_U64])
-    _mem_alloc = _fn(_cu, ["cuMemAlloc_v2"], [ctypes.POINTER(_U64), _SZ])
-    _mem_free = _fn(_cu, ["cuMemFree_v2"], [_U64])
+    copy_dtod_async = _cu(["cuMemcpyDtoDAsync_v2"], [_U64, _U64, _SZ, _U64])
+    stream_write64 = _cu(["cuStreamWriteValue64_v2", "cuStreamWriteValue64"], [_U64, _U64, _U64, _U32])
+    stream_sync = _cu(["cuStreamSynchronize"], [_U64])
+    copy_htod_async = _cu(["cuMemcpyHtoDAsync_v2"], [_U64, _U64, _SZ, _U64])
+    copy_dtoh_async = _cu(["cuMemcpyDtoHAsync_v2"], [_U64, _U64, _SZ, _U64])
+    _stream_create = _cu(["cuStreamCreate"], [ctypes.POINTER(_U64), _U32])
+    _stream_destroy = _cu(["cuStreamDestroy_v2"], [_U64])
+    _mem_alloc = _cu(["cuMemAlloc_v2"], [ctypes.POINTER(_U64), _SZ])
+    _mem_free = _cu(["cuMemFree_v2"], [_U64])
 
 
 def check(rc: int, what: str) -> None:

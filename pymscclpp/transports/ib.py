@@ -7,16 +7,18 @@ GPUDirect RDMA (nvidia-peermem) to be registered. ``problem()`` says why IB cann
 
 from __future__ import annotations
 
-import os
 import random
 import time
+from pathlib import Path
 
+from .. import config
 from ..errors import ProxyError
 from .ib_wire import QpInfo, Region, WorkRequest
 
 IB_DEVICE_ENV, IB_PORT_ENV, IB_GID_ENV = "PYMSCCLPP_IB_DEVICE", "PYMSCCLPP_IB_PORT", "PYMSCCLPP_IB_GID_INDEX"
 _FALLBACK = "the Ethernet transport (PYMSCCLPP_TRANSPORT=ethernet) works without it"
 CQ_DEPTH = 1024
+_SYSTEM_PYVERBS = Path("/usr/lib/python3/dist-packages/pyverbs")  # where Debian's python3-pyverbs puts it
 
 
 def problem() -> str | None:
@@ -24,6 +26,10 @@ def problem() -> str | None:
     try:
         from pyverbs.device import get_device_list
     except ImportError:
+        if _SYSTEM_PYVERBS.is_dir():
+            return (f"rdma-core's pyverbs is installed for the system Python ({_SYSTEM_PYVERBS}) but this Python "
+                    f"does not see it (a virtual environment: make it with --system-site-packages, or link that "
+                    f"folder into its site-packages); {_FALLBACK}")
         return f"rdma-core's pyverbs is not installed (apt-get install python3-pyverbs); {_FALLBACK}"
     try:
         devices = get_device_list()
@@ -53,9 +59,9 @@ class IbEndpoint:
         from pyverbs.device import Context, get_device_list
         from pyverbs.pd import PD
         self.e = e
-        name = os.environ.get(IB_DEVICE_ENV) or get_device_list()[0].name.decode()
-        self.port = int(os.environ.get(IB_PORT_ENV, "1"))
-        self.gid_index = int(os.environ.get(IB_GID_ENV, "0"))
+        name = config.get(IB_DEVICE_ENV) or get_device_list()[0].name.decode()
+        self.port = config.get(IB_PORT_ENV)
+        self.gid_index = config.get(IB_GID_ENV)
         self.ctx = Context(name=name)
         self.pd = PD(self.ctx)
         self.port_attr = self.ctx.query_port(self.port)

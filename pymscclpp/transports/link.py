@@ -7,10 +7,10 @@ means the peer (or its proxy) died; the receiver turns that into an error within
 
 from __future__ import annotations
 
-import os
 import socket
 import threading
 
+from .. import config
 from ..errors import PeerDisconnectedError, ProxyError
 from ..runtime.bootstrap import sockets, wire
 from ..runtime.bootstrap.base import Deadline
@@ -22,7 +22,7 @@ _NOSIGNAL = getattr(socket, "MSG_NOSIGNAL", 0)
 
 def listen_address() -> str:
     """The address this rank's proxy listens on: PYMSCCLPP_SOCKET_ADDR, else this host name's, else loopback."""
-    raw = os.environ.get(PROXY_ADDR_ENV, "").strip()
+    raw = config.get(PROXY_ADDR_ENV)
     if raw:
         return sockets.resolve(raw, PROXY_ADDR_ENV)
     try:
@@ -53,7 +53,8 @@ class Link:
         if comm.rank < peer:
             host = listen_address()
             with sockets.listen(host, 0, backlog=1) as listener:
-                comm.bootstrap.send(wire.pack_addr(host, listener.getsockname()[1]), peer, tag)
+                comm.bootstrap.send(wire.pack_addr(host, listener.getsockname()[1]), peer, tag,
+                                    what=f"our listening address for the {what}")
                 while True:
                     conn, _ = sockets.accept(listener, deadline, comm.rank, what)
                     try:
@@ -62,7 +63,7 @@ class Link:
                     except Exception:  # a stray connection: drop it and keep waiting for the peer
                         conn.close()
         else:
-            host, port = wire.unpack_addr(comm.bootstrap.recv(peer, tag))
+            host, port = wire.unpack_addr(comm.bootstrap.recv(peer, tag, what=f"its listening address for the {what}"))
             conn = sockets.connect(host, port, deadline, comm.rank, what)
             try:
                 sockets.offer_hello(conn, comm.job_token, comm.rank, peer, deadline, what)

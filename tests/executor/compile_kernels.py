@@ -39,20 +39,21 @@ SEM = types.NamedTuple([U64, U64, U64, I64, U64, types.int64, types.int64, types
 WCTX = types.NamedTuple([I64, U64, types.int64, types.int64, types.int64, types.uint64], WaitContext)
 PORT = types.NamedTuple([U64, U64, U64, U64, types.uint64, U64, U64, I64, U64, types.int64, types.int64, types.int64,
                          types.uint64, types.int64, types.int64], PortChannelHandle)
-ARG_TYPES = {"pid": I64, "st": U64, "err": I64, "abt": U64, "tmo": types.uint64, "wctx": WCTX, "chunk": types.int64,
-             "fp": types.int64}
+ARG_TYPES = {"pid": I64, "st": U64, "err": I64, "abort_flag": U64, "timeout_ns": types.uint64, "wait_context": WCTX,
+             "chunk": types.int64, "fingerprint": types.int64}
 ITEMSIZE = {"float32": 4, "bfloat16": 2, "float16": 2, "int32": 4}
 PATTERNS = ["ld.global.v4.u32", "st.global.v4.u32", "st.volatile.global.v4.u32", "red.release.sys.global.add",
             "ld.acquire.sys.global", "bar.sync"]
 
 CASES = [  # (program, kwargs, ranks, dtype, size class)
-    ("allreduce_allpairs", {}, 2, "float32", 0), ("allreduce_allpairs", {"protocol": "LL"}, 2, "float16", 512),
-    ("allreduce_allpairs", {"protocol": "LL", "instances": 2}, 3, "bfloat16", 0), ("allreduce_rsag", {}, 2, "int32", 0),
-    ("allgather", {}, 2, "float32", 0), ("allgather", {"protocol": "LL"}, 4, "float32", 1024),
-    ("reducescatter", {"protocol": "LL"}, 3, "float16", 0), ("reducescatter", {}, 2, "float32", 0),
+    ("allreduce_allpairs", {}, 2, "float32", 0), ("allreduce_allpairs", {"protocol": "packet"}, 2, "float16", 512),
+    ("allreduce_allpairs", {"protocol": "packet", "instances": 2}, 3, "bfloat16", 0),
+    ("allreduce_rsag", {}, 2, "int32", 0),
+    ("allgather", {}, 2, "float32", 0), ("allgather", {"protocol": "packet"}, 4, "float32", 1024),
+    ("reducescatter", {"protocol": "packet"}, 3, "float16", 0), ("reducescatter", {}, 2, "float32", 0),
     ("alltoall", {}, 3, "int32", 0),
 ] + [(name, {}, 2, "float32", 0) for name in FEATURE_PROGRAMS] + [  # port channels between faked hosts
-    ("allreduce_allpairs", {"protocol": "LL", "hosts": [0, 1]}, 2, "float32", 0),
+    ("allreduce_allpairs", {"protocol": "packet", "hosts": [0, 1]}, 2, "float32", 0),
     ("allgather", {"hosts": [0, 0, 1]}, 3, "float32", 0), ("allreduce_hierarchical", {}, 4, "float32", 0),
 ]
 CHECKED = [("allgather", {}, 2, "float32", 1024)]
@@ -66,12 +67,13 @@ def main() -> int:
         kind = DTYPE_KINDS[dtype] if xplan.reduces else None
         spec = KernelSpec(xplan, 0, kind, OPS["sum"], ITEMSIZE[dtype], size_class, 0, checked)
         module, _ = load_module(spec)
-        types_of = {**ARG_TYPES, "cc": callcheck(n - 1)}
+        types_of = {**ARG_TYPES, "call_check": callcheck(n - 1)}
         sig = tuple(SEM if a.startswith("sem") else PORT if a.startswith("pc") else types_of.get(a, U8)
                     for a in spec.arg_names)
         ptx, _ = cuda.compile_ptx(module.kernel.py_func, sig, cc=(9, 0))
         counts = " ".join(f"{p}={ptx.count(p)}" for p in PATTERNS)
-        label = (f"{name}{'_ll' if kwargs.get('protocol') == 'LL' else ''}{'_ports' if 'hosts' in kwargs else ''}"
+        packets = "_packet" if kwargs.get("protocol") == "packet" else ""
+        label = (f"{name}{packets}{'_ports' if 'hosts' in kwargs else ''}"
                  f"{'_checked' if checked else ''}")
         print(f"{label} {n} 0 {dtype} {size_class} {len(ptx)} {counts}",
               flush=True)

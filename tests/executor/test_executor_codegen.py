@@ -55,8 +55,8 @@ def test_a_checked_kernel_stores_the_fingerprint_packet_its_simple_plan_has_none
 
 
 def test_ll_plans_store_each_packet_with_one_volatile_16_byte_store(ptx_lines):
-    assert ptx_lines["allreduce_allpairs_ll", 2, "float16"]["st.volatile.global.v4.u32"] > 0
-    assert ptx_lines["allreduce_allpairs_ll", 2, "float16"]["red.release.sys.global.add"] == 0
+    assert ptx_lines["allreduce_allpairs_packet", 2, "float16"]["st.volatile.global.v4.u32"] > 0
+    assert ptx_lines["allreduce_allpairs_packet", 2, "float16"]["red.release.sys.global.add"] == 0
 
 
 def test_kernel_is_straight_line_calls_per_thread_block():
@@ -93,11 +93,12 @@ def test_simulator_variant_plays_thread_blocks_with_thread_groups_of_one_block()
 
 def test_a_checked_kernel_runs_the_call_check_before_any_op_and_takes_its_handle_and_fingerprint():
     plain, checked = spec(size_class=256), spec(size_class=256, checked=True)
-    assert plain.arg_names + ["cc", "fp"] == checked.arg_names
+    assert plain.arg_names + ["call_check", "fingerprint"] == checked.arg_names
     source = checked.source()
-    check = source.index("    if not checked_call(cc, fp, RANK, NRANKS, OP_CALLCHECK):\n        return\n")
+    check = source.index("    if not checked_call(call_check, fingerprint, RANK, NRANKS, OP_CALLCHECK):\n"
+                         "        return\n")
     assert check < source.index("    tb_class0(") and "NRANKS = 2" in source
-    assert "checked_call" not in plain.source() and "cc" not in source.split("def tb_class0(")[1].split(")")[0]
+    assert "checked_call" not in plain.source() and "call_check" not in source.split("def tb_class0(")[1].split(")")[0]
 
 
 def test_cache_key_depends_on_plan_rank_dtype_op_size_class_and_the_call_check():
@@ -131,7 +132,7 @@ def test_in_process_cache_returns_the_same_module(tmp_path, monkeypatch):
 
 
 def test_plan_from_file_and_from_json_have_the_same_hash(tmp_path):
-    plan = PROGRAMS["allgather"](3, protocol="LL")
+    plan = PROGRAMS["allgather"](3, protocol="packet")
     path = tmp_path / "plan.json"
     path.write_text(json.dumps(plan))
     a, b = ExecutionPlan.from_file(path), ExecutionPlan.from_json(json.dumps(plan, indent=2))

@@ -90,7 +90,8 @@ def test_mscclpp_multi_node_programs_verify_and_run_across_two_hosts(name):
 # -- the cross-host programs of pymscclpp.language.programs.hierarchical ------------------------------
 
 LAYOUTS = {"2x2": (0, 0, 1, 1), "2x1": (0, 1), "2+1": (0, 0, 1)}
-CHOICES = [(c, p) for c in COLLECTIVES for p in ("Simple", "LL") if p == "Simple" or c not in ("alltoall", "broadcast")]
+CHOICES = [(c, p) for c in COLLECTIVES for p in ("simple", "packet")
+           if p == "simple" or c not in ("alltoall", "broadcast")]
 
 
 @pytest.mark.parametrize("layout", sorted(LAYOUTS))

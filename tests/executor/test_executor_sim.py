@@ -41,9 +41,9 @@ def run(plan: dict, size: int, dtype: str, count: int, seed: int, op: str = "sum
     return pool(size).run(cases.run_case, path=path, op=op, **kw)[0]
 
 
-LIBRARY = [("allreduce_allpairs", {}), ("allreduce_allpairs", {"protocol": "LL"}), ("allreduce_rsag", {}),
-           ("allgather", {}), ("allgather", {"protocol": "LL"}), ("reducescatter", {}),
-           ("reducescatter", {"protocol": "LL"}), ("alltoall", {})]
+LIBRARY = [("allreduce_allpairs", {}), ("allreduce_allpairs", {"protocol": "packet"}), ("allreduce_rsag", {}),
+           ("allgather", {}), ("allgather", {"protocol": "packet"}), ("reducescatter", {}),
+           ("reducescatter", {"protocol": "packet"}), ("alltoall", {})]
 DTYPES = ["float16", "bfloat16", "float32", "int32"]
 
 
@@ -69,7 +69,7 @@ def test_groups_pipelines_barriers_semaphores_and_packet_forwarding_match_the_in
 
 @pytest.mark.parametrize("op", ["min", "max"])
 def test_reduction_op_applies_to_every_reduce(op):
-    run(PROGRAMS["allreduce_allpairs"](2, protocol="LL"), 2, "int32", 50, seed=5, op=op)
+    run(PROGRAMS["allreduce_allpairs"](2, protocol="packet"), 2, "int32", 50, seed=5, op=op)
     run(PROGRAMS["allreduce_rsag"](3), 3, "float16", 50, seed=6, op=op)
 
 
@@ -103,7 +103,7 @@ def _bench_program():
     return module.oneshot_allreduce
 
 
-@pytest.mark.parametrize("protocol", ["LL", "Simple"])
+@pytest.mark.parametrize("protocol", ["packet", "simple"])
 def test_benchmarked_one_shot_allreduce_matches_the_interpreter(protocol):
     oneshot = _bench_program()
     run(oneshot(2, protocol, 2, 64), 2, "float32", 256, seed=9, kind="registered")

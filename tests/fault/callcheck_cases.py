@@ -38,9 +38,9 @@ def _ungated_setup(comm) -> Launch:
 
 def _ungated_launch(state: Launch, call) -> None:
     """``_copy`` from the call's send buffer into its receive buffer."""
-    state.set_buffer("inp", call.send[0], call.nbytes, call.send[1])
-    state.set_buffer("out", call.recv[0], call.nbytes, call.recv[1])
-    state.set_int("nbytes", call.nbytes)
+    state.set_buffer("inp", call.send.ptr, call.peer_bytes, call.send.array)
+    state.set_buffer("out", call.recv.ptr, call.peer_bytes, call.recv.array)
+    state.set_int("nbytes", call.peer_bytes)
     state.launch(call.stream)
 
 

@@ -225,8 +225,10 @@ def _unpopped_flush(comm):
 # ---------------------------------------------------------------- host waits in setup
 
 def setup_peer_absent(comm, state, op: str, budget: float):
-    """Rank 0 makes a pair/collective setup call that rank 1 never makes: CommTimeoutError within budget."""
-    comm2 = _new_comm(comm, timeout_s=budget, bootstrap_timeout=budget)
+    """Rank 0 makes a pair/collective setup call that rank 1 never makes: CommTimeoutError within budget (the
+    communicator is made on a generous budget, so a loaded machine's slow start is not what times out)."""
+    comm2 = _new_comm(comm, timeout_s=budget, bootstrap_timeout=60)
+    comm2.bootstrap.timeout = budget
     out = dict(text=None, elapsed=None, kind=None)
     try:
         if comm.rank == 0:
@@ -242,6 +244,32 @@ def setup_peer_absent(comm, state, op: str, budget: float):
                 elif op == "all_reduce":
                     x = cuda.to_device(np.ones(8, np.float32))
                     comm2.all_reduce(x)
+            except PymscclppError as exc:
+                out.update(kind=type(exc).__name__, text=str(exc))
+            out["elapsed"] = time.monotonic() - start
+    finally:
+        _sync(comm)
+        comm2.close()
+    return out
+
+
+def forgotten_call(comm, state, budget: float, first: bool, algo: str | None = None):
+    """Rank 0 makes an all-reduce that rank 1 forgets: its first on a new communicator (set-up waits, then the
+    call's), or a later one (``first`` False: the call's own waits only). What rank 0 raised, and how long it took."""
+    comm2 = _new_comm(comm, timeout_s=budget, bootstrap_timeout=60)  # made on a generous budget, then the call's
+    comm2.bootstrap.timeout = budget
+    out = dict(text=None, elapsed=None, kind=None)
+    try:
+        x = cuda.to_device(np.ones(8, np.float32))
+        if not first:
+            comm2.all_reduce(x, algo=algo)
+            comm2.check_device_errors()
+            _sync(comm)
+        if comm.rank == 0:
+            start = time.monotonic()
+            try:
+                comm2.all_reduce(x, algo=algo)
+                comm2.check_device_errors()
             except PymscclppError as exc:
                 out.update(kind=type(exc).__name__, text=str(exc))
             out["elapsed"] = time.monotonic() - start

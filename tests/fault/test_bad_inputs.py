@@ -175,8 +175,8 @@ def _comm_from_env():
 
 ENV = {  # case: (variable, value, what to call, error type, words)
     "timeout_not_a_number": ("PYMSCCLPP_TIMEOUT_S", "soon", "config", InvalidUsageError, "expected a number of seconds"),
-    "timeout_negative": ("PYMSCCLPP_TIMEOUT_S", "-1", "config", InvalidUsageError, "must be a number of seconds in [0,"),
-    "timeout_nan": ("PYMSCCLPP_TIMEOUT_S", "nan", "config", InvalidUsageError, "must be a number of seconds in [0,"),
+    "timeout_negative": ("PYMSCCLPP_TIMEOUT_S", "-1", "config", InvalidUsageError, "expected a number of seconds in [0,"),
+    "timeout_nan": ("PYMSCCLPP_TIMEOUT_S", "nan", "config", InvalidUsageError, "expected a number of seconds in [0,"),
     "timeout_inf": ("PYMSCCLPP_TIMEOUT_S", "inf", "comm", InvalidUsageError, "PYMSCCLPP_TIMEOUT_S"),
     "timeout_too_large_for_u64_ns": ("PYMSCCLPP_TIMEOUT_S", "1e30", "comm", InvalidUsageError, "PYMSCCLPP_TIMEOUT_S"),
     "max_semaphores_zero": ("PYMSCCLPP_MAX_SEMAPHORES", "0", "comm", InvalidUsageError, "expected a positive integer"),
@@ -185,20 +185,34 @@ ENV = {  # case: (variable, value, what to call, error type, words)
     "max_semaphores_float": ("PYMSCCLPP_MAX_SEMAPHORES", "1.5", "comm", InvalidUsageError, "expected a positive integer"),
     "backend_unknown": ("PYMSCCLPP_BACKEND", "cuda", "backend", BackendError, "expected one of auto, gpu, sim, compile"),
     "backend_typo": ("PYMSCCLPP_BACKEND", "simulator", "backend", BackendError, "expected one of"),
-    "debug_unknown_level": ("PYMSCCLPP_DEBUG", "LOUD", "debug", ValueError, "PYMSCCLPP_DEBUG='LOUD': level must be"),
-    "debug_unknown_level_with_subsystems": ("PYMSCCLPP_DEBUG", "VERBOSE:bootstrap", "debug", ValueError, "level must be"),
+    "debug_unknown_level": ("PYMSCCLPP_DEBUG", "LOUD", "debug", InvalidUsageError, "PYMSCCLPP_DEBUG='LOUD': expected LEVEL"),
+    "debug_unknown_level_with_subsystems": ("PYMSCCLPP_DEBUG", "VERBOSE:bootstrap", "debug", InvalidUsageError,
+                                            "with LEVEL one of ERROR"),
     "max_msg_word": ("PYMSCCLPP_BOOTSTRAP_MAX_MSG", "lots", "wire", InvalidUsageError, "expected a number of bytes"),
-    "max_msg_zero": ("PYMSCCLPP_BOOTSTRAP_MAX_MSG", "0", "wire", InvalidUsageError, "must be between 1"),
+    "max_msg_zero": ("PYMSCCLPP_BOOTSTRAP_MAX_MSG", "0", "wire", InvalidUsageError, "between 1 and 2**63-1"),
+    "sim_threads_word": ("PYMSCCLPP_SIM_THREADS", "four", "config", InvalidUsageError, "expected a positive integer"),
+    "sim_threads_zero": ("PYMSCCLPP_SIM_THREADS", "0", "config", InvalidUsageError, "expected a positive integer"),
+    "max_scratch_word": ("PYMSCCLPP_MAX_SCRATCH_BYTES", "1GB", "config", InvalidUsageError,
+                         "expected a positive number of bytes"),
+    "ib_port_word": ("PYMSCCLPP_IB_PORT", "first", "config", InvalidUsageError, "expected a port number in [1, 255]"),
+    "ib_gid_negative": ("PYMSCCLPP_IB_GID_INDEX", "-1", "config", InvalidUsageError, "expected a GID index"),
+    "proxy_spin_word": ("PYMSCCLPP_PROXY_SPIN_US", "long", "config", InvalidUsageError, "non-negative number"),
+    "launch_unknown": ("PYMSCCLPP_LAUNCH", "fast", "config", BackendError, "expected packed, params or numba"),
+    "liveness_word": ("PYMSCCLPP_LIVENESS", "maybe", "config", InvalidUsageError, "expected 1 (on, true, yes) or 0"),
+    "torch_fallback_unknown": ("PYMSCCLPP_TORCH_FALLBACK", "mpi", "config", InvalidUsageError,
+                               "expected nccl, gloo or none"),
+    "job_token_short": ("PYMSCCLPP_JOB_TOKEN", "abcd", "config", InvalidUsageError, "expected 32 hex digits"),
+    "proxy_cpus_garbage": ("PYMSCCLPP_PROXY_CPUS", "3-1", "config", InvalidUsageError, "auto, inherit or a CPU list"),
     "tuning_file_missing": ("PYMSCCLPP_TUNING_FILE", "/nonexistent/table.json", "tuning", InvalidUsageError,
                             "cannot read a selection table"),
 }
 ENV_GAPS: dict = {}
 
 
-def _env_call(what: str):
+def _env_call(what: str, case: str):
     if what == "config":
-        from pymscclpp.runtime import config
-        return config.timeout_s()
+        from pymscclpp import config
+        return config.get(ENV[case][0])
     if what == "comm":
         comm = _comm_from_env()
         try:
@@ -235,7 +249,7 @@ def test_bad_environment_value_is_refused_naming_the_variable(case, monkeypatch)
     monkeypatch.setenv(variable, value)
     monkeypatch.setattr(_log, "_configured", False)  # let _configure read the environment again
     with pytest.raises(error) as info:
-        _env_call(what)
+        _env_call(what, case)
     assert words in str(info.value), str(info.value)
     gc.collect()
     assert set(segments_of(os.getpid())) <= before, "a refused setting left shared memory behind"

@@ -47,3 +47,41 @@ def _make_use_and_close(comm, cycles: int) -> tuple:
 def test_closed_communicators_leave_no_descriptor_segment_or_thread_behind_without_the_collector():
     for before, after in run_ranks(2, _make_use_and_close, 25, timeout=300):
         assert after == before, f"(descriptors, segments, threads) before {before}, after 25 closed: {after}"
+
+
+def _make_use_and_release_drop_ins(comm, cycles: int) -> tuple:
+    """``_make_use_and_close`` for the NCCL drop-in: each NcclCommunicator runs an allReduce on a raw pointer and a
+    group of two, then is destroyed (even cycles) or aborted (odd ones)."""
+    import numpy as np
+    from numba import cuda
+
+    from pymscclpp import nccl
+    from pymscclpp.nccl import ids
+    from pymscclpp.runtime.bootstrap import UniqueId, get_unique_id
+    gc.collect()
+    gc.disable()
+    try:
+        before = _held()
+        for i in range(cycles):
+            mine = get_unique_id(addr="127.0.0.1").to_bytes() if comm.rank == 0 else b""
+            uid = UniqueId.from_bytes(comm.bootstrap.all_gather(mine)[0])
+            drop_in = nccl.NcclCommunicator(comm.size, ids.encode(uid), comm.rank)
+            x = cuda.to_device(np.ones(64, np.float32))
+            drop_in.allReduce(x, x, 64, nccl.NCCL_FLOAT32, nccl.NCCL_SUM, 0)
+            nccl.groupStart()
+            drop_in.allReduce(x, x, 64, nccl.NCCL_FLOAT32, nccl.NCCL_SUM, 0)
+            drop_in.bcast(x, 64, nccl.NCCL_FLOAT32, 0, 0)
+            nccl.groupEnd()
+            cuda.synchronize()
+            drop_in.check_async_error()
+            assert x.copy_to_host()[0] == comm.size ** 2
+            drop_in.destroy() if i % 2 == 0 else drop_in.abort()
+            del drop_in, x
+        return before, _held()
+    finally:
+        gc.enable()
+
+
+def test_destroyed_and_aborted_drop_in_communicators_leave_nothing_behind_without_the_collector():
+    for before, after in run_ranks(2, _make_use_and_release_drop_ins, 25, timeout=300):
+        assert after == before, f"(descriptors, segments, threads) before {before}, after 25 released: {after}"

@@ -35,7 +35,7 @@ def test_packet_wait_nobody_sends_ends_at_env_budget_naming_the_packet_wait():
     # every thread of the block spins on its own packet; the first to give up records the error
     assert BUDGET * 0.9 <= out["elapsed"] < BUDGET + SLACK, out["elapsed"]
     text = _named(out, 0, 1, "packet wait (unpack_packets)")
-    assert "expected 12345" in text, text  # the flag it waited for
+    assert "expected peer 1's packets of this call (flag 12345)" in text, text  # the flag it waited for
     assert out["unchanged"], "a timed-out packet wait must not write stale packet data to its output"
 
 
@@ -98,7 +98,11 @@ def test_host_abort_ends_an_executor_kernel_whose_peer_never_launches():
 
 def test_a_wait_on_no_single_channel_or_peer_is_described_in_words():
     import numpy as np
-    from pymscclpp.runtime.device_errors import OP_WAIT, TIMED_OUT, describe
+    from pymscclpp.runtime.device_errors import OP_CALLCHECK, OP_WAIT, TIMED_OUT, describe
     text = describe(np.array([TIMED_OUT, OP_WAIT, 0, -1, -2, 3, 2, 5], np.int64))
     assert text == ("rank 0: semaphore wait in the executor's barrier of one thread block's threads timed out in "
-                    "thread block 5: expected 3, saw 2"), text
+                    "thread block 5: expected the block's other threads at barrier generation 3, it stayed 2"), text
+    text = describe(np.array([TIMED_OUT, OP_CALLCHECK, 0, 1, -1, 2, 0, 0], np.int64))
+    assert text == ("rank 0: call check wait (a peer's call fingerprint) with peer 1 timed out in thread block 0: "
+                    "expected peer 1's fingerprint of call 2 on this communicator, its slot holds nothing: peer 1 has "
+                    "not made this call"), text

@@ -27,9 +27,9 @@ from pymscclpp.language.programs import PROGRAMS  # noqa: E402
 from pymscclpp.runtime.backend import IS_SIM  # noqa: E402
 from pymscclpp.runtime.communicator import Communicator  # noqa: E402
 
-LIBRARY = [("allreduce_allpairs", {}), ("allreduce_allpairs", {"protocol": "LL"}), ("allreduce_rsag", {}),
-           ("allgather", {}), ("allgather", {"protocol": "LL"}), ("reducescatter", {}),
-           ("reducescatter", {"protocol": "LL"}), ("alltoall", {})]
+LIBRARY = [("allreduce_allpairs", {}), ("allreduce_allpairs", {"protocol": "packet"}), ("allreduce_rsag", {}),
+           ("allgather", {}), ("allgather", {"protocol": "packet"}), ("reducescatter", {}),
+           ("reducescatter", {"protocol": "packet"}), ("alltoall", {})]
 DTYPES = ["float16", "bfloat16", "float32", "int32"]
 
 

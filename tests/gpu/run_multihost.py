@@ -53,11 +53,11 @@ def main() -> int:
     counts = [5, 300] if args.quick else [5, 3000, 1 << 16, (1 << 20) + 3]
     plan = []
     for collective in COLLECTIVES:
-        for protocol in ("Simple", "LL"):
-            if protocol == "LL" and collective in ("alltoall", "broadcast"):
+        for protocol in ("simple", "packet"):
+            if protocol == "packet" and collective in ("alltoall", "broadcast"):
                 continue
             for count in counts:
-                if protocol == "LL" and count > 1 << 16:
+                if protocol == "packet" and count > 1 << 16:
                     continue
                 plan.append((one, dict(collective=collective, protocol=protocol, count=count, graph=False)))
             if not IS_SIM:

@@ -20,7 +20,7 @@ def _module(*args: str) -> subprocess.CompletedProcess:
 
 
 def test_programs_command_prints_a_plan_that_verify_accepts(tmp_path):
-    made = _module("pymscclpp.language.programs", "allreduce_allpairs", "--ranks", "3", "--protocol", "LL")
+    made = _module("pymscclpp.language.programs", "allreduce_allpairs", "--ranks", "3", "--protocol", "packet")
     assert made.returncode == 0, made.stderr
     plan = json.loads(made.stdout)
     assert plan["protocol"] == "LL" and len(plan["gpus"]) == 3
@@ -29,7 +29,8 @@ def test_programs_command_prints_a_plan_that_verify_accepts(tmp_path):
     checked = _module("pymscclpp.language.verify", str(path), "--dtype", "float16", "--seed", "7")
     assert checked.returncode == 0, checked.stderr
     assert checked.stdout.count("\n") == 1
-    assert checked.stdout.startswith("OK: plan 'allreduce_allpairs_ll' computes allreduce on 3 ranks (LL, float16")
+    assert checked.stdout.startswith("OK: plan 'allreduce_allpairs_packet' computes allreduce on 3 ranks "
+                                     "(packet, float16")
 
 
 def test_verify_exits_nonzero_with_the_race(tmp_path, capsys):
@@ -72,7 +73,7 @@ def test_verify_size_and_rank_lines(tmp_path, capsys):
 
 def test_programs_command_rejects_options_a_program_lacks(capsys):
     with pytest.raises(SystemExit):
-        programs_main(["alltoall", "--ranks", "2", "--protocol", "LL"])
+        programs_main(["alltoall", "--ranks", "2", "--protocol", "packet"])
     assert "alltoall has no --protocol option" in capsys.readouterr().err
     with pytest.raises(SystemExit):
         programs_main(["allgather", "--ranks", "1"])

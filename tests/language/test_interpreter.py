@@ -35,7 +35,7 @@ def test_outputs_match_numpy_for_explicit_inputs():
 
 
 def test_results_do_not_depend_on_the_schedule():
-    plan = reducescatter(4, protocol="LL", chunk_factor=2)
+    plan = reducescatter(4, protocol="packet", chunk_factor=2)
     xs = [np.random.default_rng(r).integers(-5, 5, 32).astype(np.float32) for r in range(4)]
     runs = [run_plan(plan, xs, seed=seed)[0] for seed in range(5)]
     for outs in runs[1:]:
@@ -80,7 +80,7 @@ def test_missing_handshake_races_across_executions():
 
 
 def test_ll_allgather_needs_its_double_scratch_buffer():
-    plan = allgather(3, protocol="LL")
+    plan = allgather(3, protocol="packet")
     check_plan(plan)
     single = dict(plan, use_double_scratch_buffer=False)
     with pytest.raises(RaceError, match=r"scratch chunk \d: rank \d tb 0 ops\[\d\] \(ppkt\) writes it in execution 2"):
@@ -95,7 +95,7 @@ def test_unsent_signal_is_a_deadlock_naming_the_wait():
 
 
 def test_packets_that_never_arrive_are_a_deadlock():
-    plan = allgather(2, protocol="LL")
+    plan = allgather(2, protocol="packet")
     with pytest.raises(DeadlockError, match=r"rank 1 tb 0 ops\[\d\] \(upkt\), execution 1: waits for LL packets"):
         run_plan(without_op(plan, 0, 0, _first(plan, 0, 0, "ppkt")), [np.ones(4, np.float32)] * 2)
 
@@ -154,7 +154,7 @@ def test_reduce_applies_its_reduce_op(op, fn):
 
 @pytest.mark.parametrize("dtype", ["float16", "float32", "int32"])
 def test_check_plan_supports_each_dtype(dtype):
-    report = check_plan(allreduce_allpairs(3, protocol="LL"), dtype=dtype, seed=3)
+    report = check_plan(allreduce_allpairs(3, protocol="packet"), dtype=dtype, seed=3)
     assert report.dtype == dtype and report.checked
 
 

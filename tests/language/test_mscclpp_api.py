@@ -27,6 +27,7 @@ NOT_API = {
     "program.CollectiveProgram.get_default_replication_policy_function",
     "program.CollectiveProgram.get_buffer_replication_policy_function", "loop.LoopIterationContext.add_operation",
     "internal.types.DataAccess", "internal.types.DataAccessType", "internal.types.RemoteBuffer",
+    "internal.types.Instruction",  # its op-code enum: ours is the plan format's table, plan/opcodes.py
 }
 
 

@@ -18,7 +18,7 @@ def plan_dict() -> dict:
 
 def test_library_plan_loads_with_every_rank_threadblock_and_channel(plan_dict):
     plan = load_plan(json.dumps(plan_dict))
-    assert plan.num_ranks == 3 and plan.collective == "allreduce" and plan.protocol == "Simple"
+    assert plan.num_ranks == 3 and plan.collective == "allreduce" and plan.protocol == "simple"
     assert [g.input_chunks for g in plan.gpus] == [3, 3, 3]
     assert plan.gpus[0].channels["memory"] == [1, 2]
     assert plan.gpus[0].threadblocks[0].ops[0].name == "signal"
@@ -105,7 +105,7 @@ def test_invalid_json_text_is_a_plan_error():
 
 def test_packet_buffers_must_be_scratch():
     from pymscclpp.language.programs import allgather
-    d = allgather(2, protocol="LL")
+    d = allgather(2, protocol="packet")
     tb = d["gpus"][0]["threadblocks"][0]["ops"]
     i = next(i for i, op in enumerate(tb) if op["name"] == "upkt")
     tb[i]["src_buff"][0]["type"] = "i"

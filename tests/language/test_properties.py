@@ -19,9 +19,9 @@ from .conftest import without_op
 
 # (program, keyword arguments it accepts besides the common ones)
 VARIANTS = [
-    ("allreduce_allpairs", {"protocol": "Simple"}), ("allreduce_allpairs", {"protocol": "LL"}),
-    ("allreduce_rsag", {}), ("allgather", {"protocol": "Simple"}), ("allgather", {"protocol": "LL"}),
-    ("reducescatter", {"protocol": "Simple"}), ("reducescatter", {"protocol": "LL"}), ("alltoall", {}),
+    ("allreduce_allpairs", {"protocol": "simple"}), ("allreduce_allpairs", {"protocol": "packet"}),
+    ("allreduce_rsag", {}), ("allgather", {"protocol": "simple"}), ("allgather", {"protocol": "packet"}),
+    ("reducescatter", {"protocol": "simple"}), ("reducescatter", {"protocol": "packet"}), ("alltoall", {}),
 ]
 INPLACE = {"allreduce_allpairs", "allreduce_rsag", "allgather", "reducescatter"}
 
@@ -114,7 +114,7 @@ def test_random_valid_routings_interpret_without_race(routing, instances, fusion
 
 
 @settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(st.sampled_from([v for v in VARIANTS if v[1].get("protocol") != "LL"]), st.integers(2, 6), chunk_factors,
+@given(st.sampled_from([v for v in VARIANTS if v[1].get("protocol") != "packet"]), st.integers(2, 6), chunk_factors,
        instance_counts, st.booleans(), st.data())
 def test_dropping_any_wait_from_a_correct_program_is_reported_as_a_race(variant, n, cf, instances, fusion, data):
     plan = _build(variant, n, cf, instances, instr_fusion=fusion)

@@ -49,7 +49,8 @@ KERNELS = {
 PATTERNS = ["atom.global.add.u64", "st.release.sys.global.b64", "st.relaxed.sys.global.b64",
             "ld.acquire.sys.global.b64", "ld.relaxed.sys.global.b64", "%globaltimer", "atom.global.max.u64"]
 
-for name, (kernel, sig) in KERNELS.items():
-    ptx, _ = cuda.compile_ptx(kernel.py_func, sig, cc=(9, 0))
-    for pat in PATTERNS:
-        print(name, pat, ptx.count(pat))
+if __name__ == "__main__":  # bench/registers.py imports KERNELS
+    for name, (kernel, sig) in KERNELS.items():
+        ptx, _ = cuda.compile_ptx(kernel.py_func, sig, cc=(9, 0))
+        for pat in PATTERNS:
+            print(name, pat, ptx.count(pat))

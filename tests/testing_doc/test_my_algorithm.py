@@ -42,7 +42,7 @@ def setup(comm) -> Launch:
 
 def launch(state: Launch, call) -> None:
     set_buffers(state, call)  # slots "inp" and "out" now view the caller's buffers
-    state.set_int("nbytes", call.nbytes)
+    state.set_int("nbytes", call.peer_bytes)
     state.launch(call.stream)
 
 

@@ -58,46 +58,6 @@ class BufferType(Enum):
         return self.value < other.value
 
 
-class Instruction(Enum):
-    """Op codes of execution plans, by MSCCL++'s names for them."""
-
-    start = "start"
-    nop = "nop"
-    copy = "copy"
-    copy_packet = "cpkt"
-    unpack_packet = "upkt"
-    reduce = "re"
-    reduce_packet = "repkt"
-    reduce_copy_packet = "recpkt"
-    sem_acquire = "sem_acquire"
-    sem_release = "sem_release"
-    signal = "signal"
-    wait = "wait"
-    relaxed_signal = "rlxsignal"
-    relaxed_wait = "rlxwait"
-    barrier = "barrier"
-    flush = "flush"
-    get = "get"
-    put = "put"
-    put_packet = "ppkt"
-    read_put_packet = "rppkt"
-    put_with_signal = "pws"
-    put_with_signal_and_flush = "pwsf"
-    reduce_send = "res"
-    reduce_send_packet = "respkt"
-    reduce_copy_send_packet = "recspkt"
-    read_reduce = "rre"
-    read_reduce_send = "rres"
-    group_store = "gstore"
-    group_store_packet = "gstorepkt"
-    group_load_reduce = "glre"
-    group_load_reduce_store = "glres"
-    pipeline = "pipeline"
-
-    def __str__(self) -> str:
-        return self.value
-
-
 class ChannelType(Enum):
     """Channel kinds: point-to-point ``memory`` and ``port`` channels, and ``switch`` (NVLS) channels over a group."""
 

@@ -1,6 +1,6 @@
 """Library of DSL programs; each function builds a program for any rank count >= 2 and returns its plan dict.
 
-``python -m pymscclpp.language.programs NAME --ranks N [--protocol LL] [--instances I] [--chunk-factor C]``
+``python -m pymscclpp.language.programs NAME --ranks N [--protocol packet] [--instances I] [--chunk-factor C]``
 prints the plan as JSON.
 """
 

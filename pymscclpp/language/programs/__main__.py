@@ -14,7 +14,8 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m pymscclpp.language.programs", description=__doc__)
     parser.add_argument("name", choices=sorted(PROGRAMS))
     parser.add_argument("--ranks", type=int, required=True, help="number of ranks (>= 2)")
-    parser.add_argument("--protocol", choices=("Simple", "LL"), help="protocol, for programs that offer both")
+    parser.add_argument("--protocol", choices=("simple", "packet", "Simple", "LL"),
+                        help="protocol, for programs that offer both (LL and Simple: the plan format's names)")
     parser.add_argument("--instances", type=int, default=1)
     parser.add_argument("--chunk-factor", type=int, default=1)
     parser.add_argument("--inplace", action="store_true", help="in-place variant, for programs that offer one")

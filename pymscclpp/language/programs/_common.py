@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Sequence
 
+from ...plan.protocols import protocol_name
 from ..channel import MemoryChannel, PortChannel
 
 
@@ -35,10 +36,10 @@ def flush_ports(ch: dict) -> None:
             c.flush(tb=k)
 
 
-def check_args(num_ranks: int, chunk_factor: int, instances: int, protocol: str) -> None:
+def check_args(num_ranks: int, chunk_factor: int, instances: int, protocol: str) -> str:
+    """Raise unless a library program can be built so; the protocol by pymscclpp's name."""
     if num_ranks < 2:
         raise ValueError(f"library programs need at least 2 ranks, got {num_ranks}")
     if chunk_factor < 1 or instances < 1:
         raise ValueError(f"chunk_factor ({chunk_factor}) and instances ({instances}) must be >= 1")
-    if protocol not in ("Simple", "LL"):
-        raise ValueError(f"protocol must be 'Simple' or 'LL', got {protocol!r}")
+    return protocol_name(protocol)

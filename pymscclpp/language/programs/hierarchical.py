@@ -2,14 +2,14 @@
 
 ``plan_for(collective, hosts, protocol)`` picks the program for a host layout (a host id per rank):
 
-- allreduce, Simple, every host with the same number of ranks L (L >= 2): ``allreduce_hierarchical``, an
+- allreduce, simple, every host with the same number of ranks L (L >= 2): ``allreduce_hierarchical``, an
   intra-host reduce-scatter over memory channels, an all-reduce between the ranks of the same local index
   over port channels, and an intra-host all-gather. Each rank sends (H - 1) / L of the message to other
   hosts, against 2 (N - L) / N for the flat program (half, for 2 hosts): meant for large messages (>= 1 MB).
-- everything else (LL, uneven layouts such as 2 + 2 + 1 ranks, one rank per host, the other collectives):
+- everything else (packet, uneven layouts such as 2 + 2 + 1 ranks, one rank per host, the other collectives):
   the library's all-pairs programs with port channels between hosts (``hosts=``), and ``broadcast_flat``.
-  LL is meant for small messages (<= 64 KB), where one packet round beats a signal round through the proxy;
-  Simple for the rest.
+  packet is meant for small messages (<= 64 KB), where one packet round beats a signal round through the proxy;
+  simple for the rest.
 """
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ from __future__ import annotations
 import json
 from typing import Sequence
 
+from ...plan.protocols import SIMPLE, protocol_name
 from ..channel import MemoryChannel, PortChannel
 from ..collectives import AllReduce, Collective
 from ..general import JSON
@@ -56,12 +57,12 @@ def allreduce_hierarchical(hosts: Sequence, instances: int = 1, inplace: bool = 
     if local is None or local < 2 or h_count < 2:
         raise ValueError(f"allreduce_hierarchical needs >= 2 hosts of the same number (>= 2) of ranks, got "
                          f"{[len(g) for g in groups]}")
-    check_args(n, 1, instances, "Simple")
+    check_args(n, 1, instances, SIMPLE)
     where = {r: (h, l) for h, g in enumerate(groups) for l, r in enumerate(g)}
     span = h_count  # chunks per block
     intra = (local - 1) * span  # scratch: host peers' blocks, then other hosts' blocks
     with CollectiveProgram("allreduce_hierarchical", AllReduce(n, 1, inplace), n, instances=instances,
-                           protocol="Simple"):
+                           protocol=SIMPLE):
         ranks = [Rank(r) for r in range(n)]
         scratch = [Buffer(r, intra + (h_count - 1) * span) for r in range(n)]
         mem = {(r, p): MemoryChannel(p, r) for g in groups for r in g for p in g if p != r}
@@ -126,11 +127,11 @@ def broadcast_flat(hosts: Sequence, root: int = 0, instances: int = 1) -> dict:
     """The root puts its input into every rank's output (memory channels on its host, port channels to the
     others) and signals; each rank waits for it. A handshake first: every receiver is done with its output."""
     n = len(hosts)
-    check_args(n, 1, instances, "Simple")
+    check_args(n, 1, instances, SIMPLE)
     if not 0 <= root < n:
         raise ValueError(f"root {root} is not a rank of 0..{n - 1}")
     with CollectiveProgram(f"broadcast_root{root}", Broadcast(n, 1, False, root), n, instances=instances,
-                           protocol="Simple"):
+                           protocol=SIMPLE):
         ranks = [Rank(r) for r in range(n)]
         ch = {}
         for p in range(n):
@@ -154,20 +155,19 @@ def broadcast_flat(hosts: Sequence, root: int = 0, instances: int = 1) -> dict:
         return json.loads(JSON())
 
 
-def plan_for(collective: str, hosts: Sequence, protocol: str = "Simple", root: int = 0, instances: int = 1) -> dict:
+def plan_for(collective: str, hosts: Sequence, protocol: str = SIMPLE, root: int = 0, instances: int = 1) -> dict:
     """The plan (a dict in MSCCL++'s format) of ``collective`` for ranks on ``hosts`` (a host id per rank);
     ``instances`` replicates it over that many thread blocks (more SMs and more proxy triggers in flight)."""
     if collective not in COLLECTIVES:
         raise ValueError(f"collective {collective!r}: expected one of {', '.join(COLLECTIVES)}")
-    if protocol not in ("Simple", "LL"):
-        raise ValueError(f"protocol must be 'Simple' or 'LL', got {protocol!r}")
+    protocol = protocol_name(protocol)
     hosts = list(hosts)
     n = len(hosts)
     if collective == "broadcast":
         return broadcast_flat(hosts, root, instances)
     if collective == "allreduce":
         local = even_ranks_per_host(hosts)
-        if protocol == "Simple" and local is not None and local >= 2 and len(host_groups(hosts)) >= 2:
+        if protocol == SIMPLE and local is not None and local >= 2 and len(host_groups(hosts)) >= 2:
             return allreduce_hierarchical(hosts, instances)
         return allreduce_allpairs(n, protocol=protocol, hosts=hosts, instances=instances)
     if collective == "alltoall":

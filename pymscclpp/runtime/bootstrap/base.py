@@ -7,14 +7,16 @@ default timeout and builds ``all_gather`` and ``barrier`` on point-to-point mess
 from __future__ import annotations
 
 import abc
+import contextlib
 import math
 import operator
 import struct
+import threading
 import time
 from typing import TYPE_CHECKING
 
 from ...errors import BootstrapError, CommTimeoutError, InvalidUsageError
-from .. import config
+from ... import config
 from . import wire
 
 if TYPE_CHECKING:
@@ -42,13 +44,15 @@ def decode_abort(payload: bytes) -> tuple[int, int, str]:
 
 
 class Deadline:
-    """A wait budget started now: ``budget`` seconds, or no limit when ``budget`` is None."""
+    """A wait budget started now: ``budget`` seconds, or no limit when ``budget`` is None; ``left``, when set, the
+    part of ``budget`` still unspent by the waits that share it (a set-up's: ``Bootstrap.open_scope``)."""
 
-    __slots__ = ("budget", "_at")
+    __slots__ = ("budget", "_at", "shared")
 
-    def __init__(self, budget: float | None) -> None:
+    def __init__(self, budget: float | None, left: float | None = None) -> None:
         self.budget = budget
-        self._at = None if budget is None else time.monotonic() + budget
+        self.shared = left is not None
+        self._at = None if budget is None else time.monotonic() + (budget if left is None else left)
 
     def remaining(self) -> float | None:
         """Seconds left (0 once past), or None without a limit."""
@@ -59,7 +63,15 @@ class Deadline:
 
     def error(self, rank: int, what: str) -> CommTimeoutError:
         """The timeout error of operation ``what`` on ``rank``."""
+        if self.shared:
+            return CommTimeoutError(f"rank {rank}: {what} timed out: this set-up's waits together used up its "
+                                    f"{self.budget} s budget")
         return CommTimeoutError(f"rank {rank}: {what} timed out after {self.budget} s")
+
+
+def _words(verb: str, preposition: str, peer: int, tag: int, what: str | None) -> str:
+    """``recv of <what> from peer 1``, or with no words for the message ``recv from peer 1 tag 7``."""
+    return f"{verb} of {what} {preposition} peer {peer}" if what else f"{verb} {preposition} peer {peer} tag {tag}"
 
 
 def check_timeout(timeout: float | None) -> float | None:
@@ -73,7 +85,7 @@ def check_timeout(timeout: float | None) -> float | None:
 
 def default_timeout(timeout: float | None) -> float | None:
     """``timeout`` checked, or when None the configured budget (``PYMSCCLPP_TIMEOUT_S``)."""
-    return config.timeout_s() if timeout is None else check_timeout(timeout)
+    return config.get("PYMSCCLPP_TIMEOUT_S") if timeout is None else check_timeout(timeout)
 
 
 def check_int(value: object, name: str, low: int, high: int) -> int:
@@ -111,42 +123,58 @@ class Bootstrap(abc.ABC):
         self.max_payload = wire.max_payload()
         self.closed = False
         self._scopes = 0  # set-up scopes opened so far
+        self._scope_spent: float | None = None  # seconds the open scope's waits took (None: no scope open)
+        self._scope_thread = 0  # the thread that opened it: only its waits share the scope's budget
 
-    def send(self, data: bytes, peer: int, tag: int) -> None:
-        """Queue ``data`` for ``peer`` under ``tag`` (0 <= tag < 2**63); returns once handed over."""
+    def send(self, data: bytes, peer: int, tag: int, what: str | None = None) -> None:
+        """Queue ``data`` for ``peer`` under ``tag`` (0 <= tag < 2**63); returns once handed over. ``what``: the
+        message in words, for errors (else they name the tag)."""
         payload = self._payload(data)
         peer, tag = self._check_peer(peer), self._check_tag(tag)
         self._check_open()
-        self._send(payload, peer, tag, Deadline(self.timeout), f"send to peer {peer} tag {tag}")
+        self._send(payload, peer, tag, self._deadline(None), _words("send", "to", peer, tag, what))
 
-    def recv(self, peer: int, tag: int, timeout: float | None = None) -> bytes:
-        """The next message from ``peer`` under ``tag``, waiting at most ``timeout`` seconds."""
+    def recv(self, peer: int, tag: int, timeout: float | None = None, what: str | None = None) -> bytes:
+        """The next message from ``peer`` under ``tag``, waiting at most ``timeout`` seconds; ``what``: the
+        message in words, for errors (else they name the tag)."""
         peer, tag = self._check_peer(peer), self._check_tag(tag)
         self._check_open()
-        return self._recv(peer, tag, self._deadline(timeout), f"recv from peer {peer} tag {tag}")
+        with self._waiting():
+            return self._recv(peer, tag, self._deadline(timeout), _words("recv", "from", peer, tag, what))
 
     def all_gather(self, data: bytes, timeout: float | None = None) -> list[bytes]:
         """Every rank's ``data``, indexed by rank; all ranks must call it in the same order."""
         payload = self._payload(data)
         self._check_open()
-        return self._all_gather(payload, self._deadline(timeout))
+        with self._waiting():
+            return self._all_gather(payload, self._deadline(timeout))
 
     def barrier(self, timeout: float | None = None) -> None:
         """Return once every rank has entered the barrier."""
         self._check_open()
-        self._barrier(self._deadline(timeout))
+        with self._waiting():
+            self._barrier(self._deadline(timeout))
 
     def open_scope(self) -> int:
         """Open the next collective set-up scope (every rank opens them in the same order) and return its number:
         once a peer aborts it (``abort_scope``), every receive made in it, waiting or later, raises
-        ``SetupAbortedError``."""
+        ``SetupAbortedError``. The waits of this thread in it share one budget (``timeout``), so a set-up that
+        waits on an absent peer step after step reports within that budget, not a multiple of it."""
         self._scopes += 1
         self._mailbox.enter(self._scopes)
+        self._scope_spent, self._scope_thread = 0.0, threading.get_ident()
         return self._scopes
 
     def close_scope(self) -> None:
         """Receives from now on belong to no set-up scope."""
         self._mailbox.enter(None)
+        self._scope_spent = None
+
+    def scope_budget_left(self) -> float | None:
+        """Seconds of the open set-up scope's shared wait budget not yet spent; None without a scope or a limit."""
+        if self._scope_spent is None or self.timeout is None:
+            return None
+        return max(0.0, self.timeout - self._scope_spent)
 
     def abort_scope(self, scope: int, reason: str) -> None:
         """Tell every peer that set-up ``scope`` failed on this rank because of ``reason`` (best effort: a peer
@@ -205,7 +233,26 @@ class Bootstrap(abc.ABC):
         return out
 
     def _deadline(self, timeout: float | None) -> Deadline:
+        if timeout is None and self._in_scope():
+            left = self.scope_budget_left()
+            return Deadline(self.timeout, left) if left is not None else Deadline(None)
         return Deadline(self.timeout if timeout is None else check_timeout(timeout))
+
+    def _in_scope(self) -> bool:
+        return self._scope_spent is not None and threading.get_ident() == self._scope_thread
+
+    @contextlib.contextmanager
+    def _waiting(self):
+        """Count the time of the wait inside to the open scope's budget (when this thread opened it)."""
+        if not self._in_scope():
+            yield
+            return
+        start = time.monotonic()
+        try:
+            yield
+        finally:
+            if self._scope_spent is not None:
+                self._scope_spent += time.monotonic() - start
 
     def _check_open(self) -> None:
         if self.closed:

@@ -12,6 +12,9 @@ from . import sockets, wire
 
 _log = get_logger("bootstrap")
 _POLL_S = 0.1  # how often a waiting root checks for stop()
+# the root waits this much longer than the ranks' budget, so a rank that registered and waits for the table
+# reports its own timeout, never the root's close of the connection a moment before
+GRACE_S = 1.0
 _RUNNING: dict[bytes, Root] = {}
 _RUNNING_LOCK = threading.Lock()
 
@@ -23,13 +26,15 @@ def running(token: bytes) -> Root | None:
 
 
 class Root:
-    """Listens on ``host:port`` (port 0: any) for the ranks of job ``token``, for at most ``timeout`` seconds."""
+    """Listens on ``host:port`` (port 0: any) for the ranks of job ``token``, for at most ``timeout`` seconds (the
+    ranks' budget) and ``GRACE_S``."""
 
     def __init__(self, host: str, port: int, token: bytes, timeout: float | None) -> None:
         self._listener = sockets.listen(host, port, backlog=128)
         self.host, self.port = self._listener.getsockname()[:2]
         self._token = token
-        self._deadline = Deadline(timeout)
+        self._budget = timeout
+        self._deadline = Deadline(None if timeout is None else timeout + GRACE_S)
         self._stop = threading.Event()
         with _RUNNING_LOCK:
             _RUNNING[token] = self
@@ -65,8 +70,9 @@ class Root:
             if self._stop.is_set():
                 return
             if self._deadline.expired():
-                _log.error("root %s:%d: gave up after %s s: %d rank(s) registered, job size %s",
-                           self.host, self.port, self._deadline.budget, len(conns), size or "unknown")
+                _log.error("root %s:%d: gave up after the ranks' budget of %s s and %s s of grace: %d rank(s) "
+                           "registered, job size %s", self.host, self.port, self._budget, GRACE_S, len(conns),
+                           size or "unknown")
                 return
             try:
                 conn, origin = self._listener.accept()

@@ -17,6 +17,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import ClassVar
 
+from ... import config
 from ..._log import get_logger
 from ...errors import BootstrapError, CommTimeoutError, InvalidUsageError, PeerDisconnectedError
 from .base import MAX_RANKS, Bootstrap, Deadline, check_int, default_timeout
@@ -260,7 +261,7 @@ def _host_addr() -> str:
 
 
 def _env_socket_addr() -> str | None:
-    raw = os.environ.get(SOCKET_ADDR_ENV, "").strip()
+    raw = config.get(SOCKET_ADDR_ENV)
     return sockets.resolve(raw, SOCKET_ADDR_ENV) if raw else None
 
 
@@ -283,14 +284,8 @@ def _env_int(env: Mapping[str, str], name: str, low: int, high: int) -> int:
 
 def _env_token(env: Mapping[str, str]) -> bytes:
     """PYMSCCLPP_JOB_TOKEN if set, else a digest of the rendezvous settings (separates jobs; not a secret)."""
-    raw = env.get(JOB_TOKEN_ENV, "").strip()
-    if raw:
-        try:
-            token = bytes.fromhex(raw)
-        except ValueError:
-            token = b""
-        if len(token) != wire.TOKEN_BYTES:
-            raise InvalidUsageError(f"{JOB_TOKEN_ENV}: expected {2 * wire.TOKEN_BYTES} hex digits")
+    token = config.get(JOB_TOKEN_ENV, env)
+    if token is not None:
         return token
     parts = ["pymscclpp-bootstrap", *(env.get(k, "").strip() for k in
                                      ("MASTER_ADDR", "MASTER_PORT", "WORLD_SIZE", "TORCHELASTIC_RUN_ID"))]

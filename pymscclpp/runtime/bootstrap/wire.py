@@ -8,18 +8,18 @@ from __future__ import annotations
 
 import enum
 import ipaddress
-import os
 import socket
 import struct
 from typing import NamedTuple
 
-from ...errors import BootstrapError, InvalidUsageError
+from ... import config
+from ...errors import BootstrapError
 from ..frames import check_header
 
 MAGIC = b"PMCB"
 VERSION = 1
-DEFAULT_MAX_PAYLOAD = 256 << 20
 MAX_PAYLOAD_ENV = "PYMSCCLPP_BOOTSTRAP_MAX_MSG"
+DEFAULT_MAX_PAYLOAD: int = config.VARIABLES[MAX_PAYLOAD_ENV].default
 TOKEN_BYTES = 16
 
 # magic, version, kind, reserved (0), source rank, tag, payload length
@@ -57,16 +57,7 @@ class Frame(NamedTuple):
 
 def max_payload() -> int:
     """Largest payload accepted, from PYMSCCLPP_BOOTSTRAP_MAX_MSG (bytes; default 256 MiB)."""
-    raw = os.environ.get(MAX_PAYLOAD_ENV, "").strip()
-    if not raw:
-        return DEFAULT_MAX_PAYLOAD
-    try:
-        value = int(raw, 0)
-    except ValueError:
-        raise InvalidUsageError(f"{MAX_PAYLOAD_ENV}={raw!r}: expected a number of bytes") from None
-    if not 0 < value < 2**63:
-        raise InvalidUsageError(f"{MAX_PAYLOAD_ENV}={raw!r}: must be between 1 and 2**63-1 bytes")
-    return value
+    return config.get(MAX_PAYLOAD_ENV)
 
 
 def encode(kind: Kind, src: int, tag: int, payload: bytes = b"") -> bytes:

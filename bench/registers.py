@@ -1,0 +1,98 @@
+"""Registers per thread of the GPU kernels, with no GPU: each kernel to sm_90 PTX (numba-cuda), then ``ptxas -v``.
+
+``python bench/registers.py [--executor] [--ptxas PATH]`` prints ``<kernel> <registers> <spill stores>`` per kernel:
+the built-in entry kernels (``algos/entries.py``, 4 ranks, and reduce_ll for 2), the PortChannel kernels of the
+tests, and with ``--executor`` the generated executor kernels of ``tests/executor/compile_kernels.py``. Run it before
+and after a change to device code (waits, primitives) to see what it costs in registers.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import subprocess
+import sys
+import tempfile
+import types as pytypes
+from pathlib import Path
+
+os.environ["PYMSCCLPP_BACKEND"] = "compile"
+os.environ.setdefault("PYMSCCLPP_CACHE_DIR", tempfile.mkdtemp(prefix="pymscclpp-registers-"))  # generated code
+TESTS = Path(__file__).resolve().parents[1] / "tests"
+sys.path[:0] = [str(TESTS), str(TESTS / "ptx")]
+
+import pymscclpp  # noqa: E402,F401
+import numba.cuda.dispatcher as _dispatcher  # noqa: E402
+from numba import cuda  # noqa: E402
+
+# device functions ask the current GPU for its compute capability; there is none here
+_dispatcher.get_current_device = lambda: pytypes.SimpleNamespace(compute_capability=(9, 0))
+
+from pymscclpp.algos.entries import entry_kernels  # noqa: E402
+
+_USED = re.compile(r"Used (\d+) registers")
+_SPILL = re.compile(r"(\d+) bytes spill stores")
+
+
+def registers(ptx: str, ptxas: str) -> tuple[int, int]:
+    """(registers, spill-store bytes) of the one entry in ``ptx`` (its PTX ISA version lowered to ptxas's 9.0)."""
+    ptx = re.sub(r"^\.version \d+\.\d+", ".version 9.0", ptx, count=1, flags=re.M)
+    with tempfile.NamedTemporaryFile("w", suffix=".ptx", delete=False) as f:
+        f.write(ptx)
+    try:
+        out = subprocess.run([ptxas, "-arch=sm_90", "-v", f.name, "-o", os.devnull], capture_output=True,
+                             text=True, check=True).stderr
+    finally:
+        os.unlink(f.name)
+    return int(_USED.findall(out)[-1]), sum(int(s) for s in _SPILL.findall(out))
+
+
+def kernels(executor: bool):
+    """(name, kernel, signature) of every kernel measured."""
+    entries = {"reduce_ll_2ranks": entry_kernels(2)["reduce_ll"], **entry_kernels(4)}
+    for name, (kernel, sig) in entries.items():
+        yield name, kernel.py_func, sig
+    import compile_port
+    for name, (kernel, sig) in compile_port.KERNELS.items():
+        yield f"port_{name}", kernel.py_func, sig
+    if executor:
+        yield from _executor_kernels()
+
+
+def _executor_kernels():
+    sys.path.insert(0, str(TESTS / "executor"))
+    import compile_kernels as ck
+    from pymscclpp.channels.reduce import DTYPE_KINDS, OPS
+    from pymscclpp.executor.cache import load_module
+    from pymscclpp.executor.codegen import KernelSpec
+    from pymscclpp.executor.plan import ExecutionPlan
+    from pymscclpp.language.programs.hierarchical import allreduce_hierarchical
+    programs = {**ck.PROGRAMS, **ck.FEATURE_PROGRAMS,
+                "allreduce_hierarchical": lambda n: allreduce_hierarchical([r // 2 for r in range(n)])}
+    for name, kwargs, n, dtype, size_class in ck.CASES:
+        xplan = ExecutionPlan.from_plan(programs[name](n, **kwargs))
+        kind = DTYPE_KINDS[dtype] if xplan.reduces else None
+        spec = KernelSpec(xplan, 0, kind, OPS["sum"], ck.ITEMSIZE[dtype], size_class, 0, False)
+        module, _ = load_module(spec)
+        types_of = {**ck.ARG_TYPES, "cc": ck.callcheck(n - 1)}
+        sig = tuple(ck.SEM if a.startswith("sem") else ck.PORT if a.startswith("pc") else types_of.get(a, ck.U8)
+                    for a in spec.arg_names)
+        label = f"exec_{name}{'_ll' if kwargs.get('protocol') == 'LL' else ''}{'_ports' if 'hosts' in kwargs else ''}"
+        yield f"{label}_{n}r", module.kernel.py_func, sig
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--executor", action="store_true", help="also the generated executor kernels")
+    parser.add_argument("--ptxas", default="/usr/local/cuda/bin/ptxas")
+    args = parser.parse_args(argv)
+    for name, func, sig in kernels(args.executor):
+        ptx, _ = cuda.compile_ptx(func, sig, cc=(9, 0))
+        regs, spills = registers(ptx, args.ptxas)
+        print(f"{name} {regs} {spills}", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -162,3 +162,13 @@ def test_a_mismatched_send_across_hosts_raises_on_both_ranks_before_launch():
 def test_two_ranks_sending_first_outside_a_group_raise_and_say_to_group_them():
     for text in _failing(vc.both_send_first):
         assert "receives nothing" in text and "comm.group()" in text, text
+
+
+def test_with_the_check_off_the_verbs_still_deliver():
+    unchecked = RankPool(3, env={"PYMSCCLPP_TIMEOUT_S": "30", "PYMSCCLPP_CHECK": "0"})
+    try:
+        unchecked.run(vc.ring, count=3000)
+        unchecked.run(vc.all_to_allv, counts=[[5, 0, 1100], [7, 9, 0], [1, 1030, 4]])
+        unchecked.run(vc.rooted, verb="reduce", count=500, root=2)
+    finally:
+        unchecked.close()

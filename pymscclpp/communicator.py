@@ -18,6 +18,7 @@ from .algos.algorithm import REDUCING, Algorithm, Call, CallBuffer
 from .algos.collection import AlgorithmCollection
 from .algos.repeats import RepeatCache, state_of, torch_state
 from .algos import verbs
+from .algos.exchange import EXCHANGED
 from .algos.windows import Windows
 from .channels import reduce as red
 from .errors import InvalidUsageError
@@ -97,8 +98,8 @@ class Communicator(_RuntimeCommunicator):
     def last_algorithm(self, collective: str) -> Algorithm | None:
         """The algorithm that served this rank's last ``collective`` call that went to an algorithm (None before one;
         empty calls, one-rank copies and NCCL's calls go to none): what a test asserts to know its algorithm ran."""
-        return self._served.get(collective, self.algorithms.served.get(collective) if collective in
-                                verbs.EXCHANGED else None)
+        return self._served.get(collective, self.algorithms.served.get(collective) if collective in EXCHANGED
+                                else None)
 
     def send(self, buf: Buffer, peer: int, stream: Stream = None) -> None:
         """Send ``buf`` to rank ``peer``, whose matching ``recv`` (same count and dtype) takes it; inside

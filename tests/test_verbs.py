@@ -68,6 +68,17 @@ def test_bad_send_recv_arguments_raise_before_any_launch(case, words):
         assert words in text, text
 
 
+@pytest.mark.parametrize("case,words", [
+    ("a2a_too_many", "send_counts add up to 10 elements, the buffer holds 8"),
+    ("a2a_negative", "send_counts must be 2 non-negative integers"), ("a2a_length", "must be 2 non-negative"),
+    ("a2a_in_place", "cannot run in place"), ("root", "root must be a rank in [0, 2)"),
+    ("gather_small", "the root's receive buffer has 15 float32, expected 16 float32"),
+    ("scatter_none", "the root (rank 0) needs a send buffer"), ("reduce_dtype", "cannot reduce dtype float64")])
+def test_bad_collective_arguments_raise_before_any_launch(case, words):
+    for rank, text in enumerate(pool(2).run(vc.bad_collective, case=case)):
+        assert words in text or (text == "" and rank == 1), text
+
+
 @pytest.mark.parametrize("size,counts", [
     (2, [[3, 1500], [0, 2001]]),
     (3, [[5, 0, 1100], [7, 9, 0], [1, 1030, 4]]),
@@ -136,9 +147,9 @@ def test_all_to_all_with_uneven_counts_across_two_hosts_matches_numpy():
     _two_hosts(3).run(vc.all_to_allv, counts=[[5, 0, 1100], [7, 9, 0], [1, 1030, 4]])
 
 
-@pytest.mark.parametrize("verb", ["gather", "scatter", "reduce"])
-def test_rooted_verbs_across_two_hosts_match_numpy(verb):
-    _two_hosts(3).run(vc.rooted, verb=verb, count=1100, root=1)
+@pytest.mark.parametrize("verb,op", [("gather", "sum"), ("scatter", "sum"), ("reduce", "sum"), ("reduce", "avg")])
+def test_rooted_verbs_across_two_hosts_match_numpy(verb, op):
+    _two_hosts(3).run(vc.rooted, verb=verb, count=1100, root=1, op=op)
 
 
 def test_a_mismatched_send_across_hosts_raises_on_both_ranks_before_launch():
@@ -146,3 +157,18 @@ def test_a_mismatched_send_across_hosts_raises_on_both_ranks_before_launch():
                      case="count")
     for text in texts:
         assert "64 float32" in text and "128 float32" in text and "found on the host" in text, text
+
+
+def test_two_ranks_sending_first_outside_a_group_raise_and_say_to_group_them():
+    for text in _failing(vc.both_send_first):
+        assert "receives nothing" in text and "comm.group()" in text, text
+
+
+def test_with_the_check_off_the_verbs_still_deliver():
+    unchecked = RankPool(3, env={"PYMSCCLPP_TIMEOUT_S": "30", "PYMSCCLPP_CHECK": "0"})
+    try:
+        unchecked.run(vc.ring, count=3000)
+        unchecked.run(vc.all_to_allv, counts=[[5, 0, 1100], [7, 9, 0], [1, 1030, 4]])
+        unchecked.run(vc.rooted, verb="reduce", count=500, root=2)
+    finally:
+        unchecked.close()

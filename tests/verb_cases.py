@@ -222,3 +222,39 @@ def bench_cases(comm, state, dtype: str, redop: str) -> None:
             call()
             _sync(comm)
             np.testing.assert_array_equal(out.copy_to_host(), want, err_msg=op)
+
+
+def bad_collective(comm, state, case: str) -> str:
+    """A rooted call or an all-to-all with counts given bad arguments raises InvalidUsageError on the rank that
+    made it, before any launch, with the receive buffer untouched; the error text."""
+    n = comm.size
+    x = cuda.to_device(np.ones(8, np.float32))
+    out = cuda.to_device(np.full(8 * n, 5, np.float32))
+    calls = {"a2a_too_many": lambda: comm.all_to_all(x, out, send_counts=[5] * n, recv_counts=[1] * n),
+             "a2a_negative": lambda: comm.all_to_all(x, out, send_counts=[-1] + [1] * (n - 1), recv_counts=[1] * n),
+             "a2a_length": lambda: comm.all_to_all(x, out, send_counts=[1] * (n + 1), recv_counts=[1] * n),
+             "a2a_in_place": lambda: comm.all_to_all(out, out, send_counts=[1] * n, recv_counts=[1] * n),
+             "root": lambda: comm.gather(x, out, root=n),
+             "gather_small": lambda: comm.gather(x, out[:8 * n - 1], root=0),
+             "scatter_none": lambda: comm.scatter(None, x, root=0),
+             "reduce_dtype": lambda: comm.reduce(cuda.to_device(np.ones(8, np.float64)), root=0)}
+    if case in ("gather_small", "scatter_none") and comm.rank != 0:
+        return ""  # only the root reads that buffer: the others' calls would go ahead (and wait for the root)
+    try:
+        calls[case]()
+    except InvalidUsageError as exc:
+        assert (out.copy_to_host() == 5).all()
+        return str(exc)
+    raise AssertionError(f"{case}: no error")
+
+
+def both_send_first(comm, state) -> str:
+    """Both ranks send first, outside a group: each send meets the peer's send, so both raise naming the fix
+    (a group), rather than hang; the error text."""
+    buf = cuda.to_device(np.ones(64, np.float32))
+    try:
+        comm.send(buf, 1 - comm.rank)
+        _sync(comm)
+    except CallMismatchError as exc:
+        return str(exc)
+    raise AssertionError("two sends meeting did not raise")

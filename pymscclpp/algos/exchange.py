@@ -65,19 +65,9 @@ class ExchangeLanes:
         self.kernel_launch = Launch(peer_exchange_simple, self.blocks, GRID[1], args, argtypes=argtypes(comm.size))
 
     def launch(self, call: Call) -> None:
-        """Issue ``call`` (its ``layout`` the table; a send or receive of no bytes may have no buffer)."""
-        k = self.kernel_launch
-        for slot, (ptr, array) in (("inp", call.send), ("out", call.recv)):
-            if ptr is None:
-                k.set_buffer(slot, self.address, self.view.size, self.view)
-            else:
-                k.set_buffer(slot, ptr, call_span(call.layout, self.size, slot == "out"), array)
-        k.set_ints("table", call.layout)
-        reducing = call.collective == "reduce"
-        k.set_int("root", call.root if reducing else -1)
-        k.set_int("kind", red.DTYPE_KINDS[call.dtype] if reducing else 0)
-        k.set_int("op", red.OPS[call.op] if reducing else 0)
-        k.launch(call.stream)
+        """Issue ``call`` (its ``layout`` the table)."""
+        bind(self.kernel_launch, call, self.size, self.address, self.view)
+        self.kernel_launch.launch(call.stream)
 
     def close(self) -> None:
         for ch in self.channels.values():
@@ -85,6 +75,21 @@ class ExchangeLanes:
         for r in self.remotes:
             r.close()
         self.channels, self.remotes = {}, []
+
+
+def bind(k: Launch, call: Call, nranks: int, address: int, placeholder) -> None:
+    """Set an exchange launch's slots for ``call``: its buffers (a side with none, nothing to send or receive, views
+    ``placeholder`` at ``address``), its table, and the root, dtype and op of a reduce."""
+    for slot, (ptr, array) in (("inp", call.send), ("out", call.recv)):
+        if ptr is None:
+            k.set_buffer(slot, address, placeholder.size, placeholder)
+        else:
+            k.set_buffer(slot, ptr, call_span(call.layout, nranks, slot == "out"), array)
+    k.set_ints("table", call.layout)
+    reducing = call.collective == "reduce"
+    k.set_int("root", call.root if reducing else -1)
+    k.set_int("kind", red.DTYPE_KINDS[call.dtype] if reducing else 0)
+    k.set_int("op", red.OPS[call.op] if reducing else 0)
 
 
 def call_span(table: tuple, nranks: int, receive: bool) -> int:

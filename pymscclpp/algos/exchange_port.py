@@ -17,7 +17,7 @@ from ..runtime.fingerprint import pair_mismatch_text
 from ..runtime.launch import Launch
 from ..runtime.memory import alloc
 from .algorithm import Algorithm, Call
-from .exchange import CHUNK, GRID, call_span
+from .exchange import CHUNK, GRID, bind
 from .exchange_kernels import RECV_FP, ROW, SEND_FP
 from .exchange_port_kernels import peer_exchange_port
 
@@ -82,18 +82,8 @@ class PortLanes:
         if self.proxy.failed:
             self.proxy.check()
         check_pairs(self.comm, call.layout)
-        k = self.kernel_launch
-        for slot, (ptr, array) in (("inp", call.send), ("out", call.recv)):
-            if ptr is None:
-                k.set_buffer(slot, self.address, self.scratch.size, self.scratch)
-            else:
-                k.set_buffer(slot, ptr, call_span(call.layout, self.size, slot == "out"), array)
-        k.set_ints("table", call.layout)
-        reducing = call.collective == "reduce"
-        k.set_int("root", call.root if reducing else -1)
-        k.set_int("kind", red.DTYPE_KINDS[call.dtype] if reducing else 0)
-        k.set_int("op", red.OPS[call.op] if reducing else 0)
-        k.launch(call.stream)
+        bind(self.kernel_launch, call, self.size, self.address, self.scratch)
+        self.kernel_launch.launch(call.stream)
 
     def close(self) -> None:
         self.proxy.close()

@@ -21,7 +21,7 @@ from ..runtime.buffers import BufferInfo, buffer_info, stream_handle
 from ..runtime.fingerprint import DTYPES
 from ..runtime.memory import alloc
 from .algorithm import Call, CallBuffer
-from .exchange import EXCHANGED, descriptor, layout  # noqa: F401 (EXCHANGED: what the Communicator asks)
+from .exchange import descriptor, layout
 
 
 _COUNT = struct.Struct("<q")
@@ -315,23 +315,28 @@ def _rooted_descriptors(comm, collective, nbytes, dtype, root, op="sum") -> dict
     return out
 
 
+def _root_slots(comm, what: str, side: str, buf, slot: BufferInfo, root: int) -> BufferInfo:
+    """The root's ``side`` buffer of a gather or scatter, checked: ``size`` slots like ``slot`` (the other
+    buffer), disjoint from it or, in place, with ``slot`` its slot ``root``."""
+    if buf is None:
+        raise InvalidUsageError(f"{what}: the root (rank {root}) needs a {side} buffer of {comm.size} x "
+                                f"{slot.count} elements")
+    info = buffer_info(buf, comm.device)
+    if info.dtype != slot.dtype or info.nbytes != comm.size * slot.nbytes:
+        raise InvalidUsageError(f"{what}: the root's {side} buffer has {info.count} {info.dtype}, expected "
+                                f"{comm.size * slot.count} {slot.dtype} ({comm.size} slots of the other buffer)")
+    if _overlap(info, slot) and slot.ptr != info.ptr + root * slot.nbytes:
+        raise InvalidUsageError(f"{what}: send and receive buffers overlap; in place, pass slot {root} of the "
+                                f"{side} buffer")
+    return info
+
+
 def gather(comm, sendbuf, recvbuf, root, stream, algo) -> None:
     """Rank r's ``sendbuf`` lands in slot r of the root's ``recvbuf`` (``size`` slots; only the root's is read, the
     others may pass None)."""
     root = check_rank(comm, "gather", "root", root)
     send = buffer_info(sendbuf, comm.device)
-    recv = None
-    if comm.rank == root:
-        if recvbuf is None:
-            raise InvalidUsageError(f"gather: the root (rank {root}) needs a receive buffer of {comm.size} x "
-                                    f"{send.count} elements")
-        recv = buffer_info(recvbuf, comm.device)
-        if recv.dtype != send.dtype or recv.nbytes != comm.size * send.nbytes:
-            raise InvalidUsageError(f"gather: the root's receive buffer has {recv.count} {recv.dtype}, expected "
-                                    f"{comm.size * send.count} {send.dtype} ({comm.size} slots of the send buffer)")
-        if _overlap(send, recv) and send.ptr != recv.ptr + root * send.nbytes:
-            raise InvalidUsageError(f"gather: send and receive buffers overlap; in place, pass slot {root} of the "
-                                    "receive buffer")
+    recv = _root_slots(comm, "gather", "receive", recvbuf, send, root) if comm.rank == root else None
     comm.raise_if_failed()
     if send.nbytes == 0:
         return
@@ -350,19 +355,7 @@ def scatter(comm, sendbuf, recvbuf, root, stream, algo) -> None:
     if recvbuf is None:
         raise InvalidUsageError("scatter: every rank needs a receive buffer")
     recv = buffer_info(recvbuf, comm.device)
-    send = None
-    if comm.rank == root:
-        if sendbuf is None:
-            raise InvalidUsageError(f"scatter: the root (rank {root}) needs a send buffer of {comm.size} x "
-                                    f"{recv.count} elements")
-        send = buffer_info(sendbuf, comm.device)
-        if recv.dtype != send.dtype or send.nbytes != comm.size * recv.nbytes:
-            raise InvalidUsageError(f"scatter: the root's send buffer has {send.count} {send.dtype}, expected "
-                                    f"{comm.size * recv.count} {recv.dtype} ({comm.size} slots of the receive "
-                                    "buffer)")
-        if _overlap(send, recv) and recv.ptr != send.ptr + root * recv.nbytes:
-            raise InvalidUsageError(f"scatter: send and receive buffers overlap; in place, pass slot {root} of the "
-                                    "send buffer")
+    send = _root_slots(comm, "scatter", "send", sendbuf, recv, root) if comm.rank == root else None
     comm.raise_if_failed()
     if recv.nbytes == 0:
         return

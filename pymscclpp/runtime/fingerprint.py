@@ -110,5 +110,10 @@ def pair_mismatch_text(rank: int, peer: int, ours: int, theirs: int, sending: bo
         sides = f"rank {rank} sends rank {peer} {_moved(ours)}, rank {peer} receives {_moved(theirs)} from rank {rank}"
     else:
         sides = f"rank {rank} receives {_moved(ours)} from rank {peer}, rank {peer} sends it {_moved(theirs)}"
+    hint = ""
+    if unpack(ours).collective == unpack(theirs).collective == "send_recv" and 0 in (unpack(ours).count,
+                                                                                    unpack(theirs).count):
+        hint = ("; a send meets the peer's recv at the same place in the two ranks' calls with each other, so post "
+                "a pair's sends and receives in one comm.group()")
     return (f"{sides}: the two ranks' calls do not match (count, dtype or verb; found on the device before any "
-            "data moved between them)")
+            f"data moved between them){hint}")

@@ -12,6 +12,7 @@ from mpi4py import MPI  # noqa: E402
 
 import pymscclpp  # noqa: E402
 import collective_cases as cases  # noqa: E402
+import verb_cases  # noqa: E402
 from gpu.runner import run_cases  # noqa: E402
 
 
@@ -20,7 +21,7 @@ def _other_collectives(rng, size: int) -> list:
     fns = {"all_gather": cases.all_gather, "reduce_scatter": cases.reduce_scatter, "all_to_all": cases.all_to_all,
            "broadcast": cases.broadcast}
     plan = []
-    two_step = {"all_gather": "read", "broadcast": "scatter_gather"}
+    two_step = {"all_gather": "read", "broadcast": "scatter_gather", "reduce_scatter": "read"}
     for name, fn in fns.items():
         extra = lambda: {"reduce_scatter": {"op": str(rng.choice(["sum", "min", "max"]))},  # noqa: E731
                          "broadcast": {"root": int(rng.integers(size))}}.get(name, {})
@@ -39,6 +40,34 @@ def _other_collectives(rng, size: int) -> list:
     bad = [(c, case) for c in fns for case in ["size", "dtype", "host", "strided", "overlap"]]
     bad += [("reduce_scatter", "slots"), ("all_to_all", "slots"), ("reduce_scatter", "op"), ("broadcast", "root")]
     plan += [(cases.bad_collective_input, dict(collective=c, case=case)) for c, case in bad]
+    return plan
+
+
+def _verbs(rng, size: int) -> list:
+    """send/recv rings, uneven all-to-all, reduce/gather/scatter at every root, avg on every reducing algorithm,
+    and the zero-copy reduce-scatter and packet two-shot all-reduce."""
+    plan = []
+    for i, count in enumerate([1, 1000, 1 << 18, (1 << 22) + 5]):
+        plan.append((verb_cases.ring, dict(count=count, dtype=["float32", "float16"][i % 2], repeat=3)))
+    for i in range(6):
+        hi = [8, 4096, 1 << 20][i % 3]
+        counts = [[int(rng.integers(0, hi)) for _ in range(size)] for _ in range(size)]
+        plan.append((verb_cases.all_to_allv, dict(counts=counts, dtype=["float32", "int32", "uint8"][i % 3], seed=i)))
+    for verb in ("reduce", "gather", "scatter"):
+        for root in range(size):
+            plan.append((verb_cases.rooted, dict(verb=verb, count=int(rng.integers(1, 1 << 20)), root=root,
+                                                 dtype="float32", seed=root)))
+    for algo in ("packet", "simple", "rsag", "rsag_packet"):
+        plan.append((verb_cases.avg, dict(verb="all_reduce", count=4099, dtype="float32", algo=algo)))
+    for algo in ("packet", "simple", "read"):
+        plan.append((verb_cases.avg, dict(verb="reduce_scatter", count=1027, dtype="float16", algo=algo)))
+    plan.append((verb_cases.avg, dict(verb="reduce", count=5000, dtype="float32")))
+    plan.append((verb_cases.mismatched_counts, {}))
+    for count, inplace in [(1003, False), ((1 << 21) + 3, True)]:
+        plan.append((cases.reduce_scatter_registered, dict(count=count, dtype="float32", seed=count, inplace=inplace)))
+    for count in (1, 4097, 1 << 17):
+        plan.append((cases.all_reduce, dict(count=count, dtype="float16" if count > 1 else "float32", op="sum",
+                                            seed=count, inplace=count % 2 == 1, algo="rsag_packet", repeat=3)))
     return plan
 
 
@@ -63,6 +92,7 @@ def main() -> int:
     for case in ["size", "dtype", "host", "op"]:
         plan.append((cases.bad_input, dict(case=case)))
     plan += _other_collectives(rng, comm.size)
+    plan += _verbs(rng, comm.size)
     failures = run_cases(comm, plan, "gpu collectives")
     comm.close()
     return 1 if failures else 0

@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import numbers
 import struct
+import weakref
 import zlib
 from typing import NamedTuple
 
@@ -102,7 +103,8 @@ class Group:
     send or recv outside a group is a group of its own)."""
 
     def __init__(self, comm):
-        self.comm, self.depth, self.ops = comm, 0, []
+        # the communicator holds its group: a weak reference, so no cycle keeps a closed one's memory alive
+        self.comm, self.depth, self.ops = weakref.proxy(comm), 0, []
 
     @contextlib.contextmanager
     def scope(self):

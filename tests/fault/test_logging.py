@@ -57,7 +57,8 @@ def test_quiet_levels_print_nothing_for_a_healthy_run(debug):
 def test_bad_level_fails_at_import_naming_the_variable():
     proc = _run("CHATTY")
     assert proc.returncode == 1
-    assert "PYMSCCLPP_DEBUG='CHATTY': level must be one of" in proc.stderr, proc.stderr
+    assert "PYMSCCLPP_DEBUG='CHATTY': expected LEVEL or LEVEL:subsystem,... with LEVEL one of ERROR" in proc.stderr, \
+        proc.stderr
 
 
 def test_library_records_reach_python_logging_handlers(caplog):

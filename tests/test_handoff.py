@@ -40,7 +40,7 @@ def test_a_rank_that_fails_right_after_the_handoff_cannot_unlink_memory_its_slow
                 time.sleep(0.5)  # the slow partner
             return shm.attach(name.decode(), 64)
 
-        mapped = handoff.trade(boot, 1 - boot.rank, 7, seg.name.encode(), open_peer)
+        mapped = handoff.trade(boot, 1 - boot.rank, 7, seg.name.encode(), open_peer, "test segment")
         if boot.rank == 0:
             seg.close()  # rank 0 "fails" at once and its segment goes
         return mapped.nbytes
@@ -55,7 +55,7 @@ def test_a_mapping_failure_on_one_side_raises_on_both_with_its_cause():
                 raise RegistrationError("handle from rank 0 was made on another host")
             return "mapped"
 
-        return handoff.trade(boot, 1 - boot.rank, 7, b"handle", open_peer)
+        return handoff.trade(boot, 1 - boot.rank, 7, b"handle", open_peer, "test segment")
 
     first, second = run_pair(rank)
     assert isinstance(second, RegistrationError) and "another host" in str(second)

@@ -60,6 +60,14 @@ def _new_comm(comm, timeout_s="env", bootstrap_timeout=None):
     return Communicator(bootstrap, timeout_s=timeout_s)
 
 
+def _comm_on_budget(comm, budget: float):
+    """A second communicator whose waits have ``budget``, made on a generous one (a loaded machine's slow start
+    is not what times out)."""
+    comm2 = _new_comm(comm, timeout_s=budget, bootstrap_timeout=60)
+    comm2.bootstrap.timeout = budget
+    return comm2
+
+
 # ---------------------------------------------------------------- device waits
 
 @cuda.jit
@@ -225,10 +233,8 @@ def _unpopped_flush(comm):
 # ---------------------------------------------------------------- host waits in setup
 
 def setup_peer_absent(comm, state, op: str, budget: float):
-    """Rank 0 makes a pair/collective setup call that rank 1 never makes: CommTimeoutError within budget (the
-    communicator is made on a generous budget, so a loaded machine's slow start is not what times out)."""
-    comm2 = _new_comm(comm, timeout_s=budget, bootstrap_timeout=60)
-    comm2.bootstrap.timeout = budget
+    """Rank 0 makes a pair/collective setup call that rank 1 never makes: CommTimeoutError within budget."""
+    comm2 = _comm_on_budget(comm, budget)
     out = dict(text=None, elapsed=None, kind=None)
     try:
         if comm.rank == 0:
@@ -256,8 +262,7 @@ def setup_peer_absent(comm, state, op: str, budget: float):
 def forgotten_call(comm, state, budget: float, first: bool, algo: str | None = None):
     """Rank 0 makes an all-reduce that rank 1 forgets: its first on a new communicator (set-up waits, then the
     call's), or a later one (``first`` False: the call's own waits only). What rank 0 raised, and how long it took."""
-    comm2 = _new_comm(comm, timeout_s=budget, bootstrap_timeout=60)  # made on a generous budget, then the call's
-    comm2.bootstrap.timeout = budget
+    comm2 = _comm_on_budget(comm, budget)
     out = dict(text=None, elapsed=None, kind=None)
     try:
         x = cuda.to_device(np.ones(8, np.float32))

@@ -108,6 +108,21 @@ class Job:
             got.update({r: v for r, k, v, _ in self.messages if k == kind and r in want})
         return got
 
+    def expect_where(self, kind: str, rank: int, accept, timeout: float) -> object:
+        """Wait until rank ``rank`` sent a ``kind`` message whose value ``accept(value)`` takes; that value."""
+        deadline = time.monotonic() + timeout
+        while True:
+            for r, k, v, _ in self.messages:
+                if r == rank and k == kind and accept(v):
+                    return v
+                if r == rank and k == "error":
+                    raise AssertionError(f"rank {rank} failed while waiting for {kind!r}: {v[3]}")
+            try:
+                self._next(deadline - time.monotonic())
+            except TimeoutError:
+                raise TimeoutError(f"rank {rank} sent no such {kind!r} within {timeout} s; "
+                                   f"messages so far: {[m[:3] for m in self.messages]}") from None
+
     def outcomes(self, ranks, timeout: float) -> dict[int, tuple]:
         """(kind, value, time) of the final ``done``/``error`` message of each rank in ``ranks``."""
         deadline = time.monotonic() + timeout

@@ -13,6 +13,7 @@ import multiprocessing as mp
 import os
 from multiprocessing.connection import wait as wait_conns
 import signal
+import threading
 import time
 import traceback
 
@@ -25,6 +26,14 @@ def leaked_segments(pids) -> dict[int, list[str]]:
     """/dev/shm segments still named after any of ``pids``."""
     found = {pid: segments_of(pid) for pid in pids}
     return {pid: names for pid, names in found.items() if names}
+
+
+def held() -> tuple[int, int, int]:
+    """(open descriptors, this process's pymscclpp shared-memory segments, threads): what a released communicator
+    must give back."""
+    fds = os.listdir("/proc/self/fd")
+    segments = [s for s in os.listdir("/dev/shm") if s.startswith("pymscclpp") and f"-{os.getpid()}-" in s]
+    return len(fds), len(segments), threading.active_count()
 
 
 def _rank_main(rank, size, uid_bytes, env, fn, params, results):

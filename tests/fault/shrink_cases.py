@@ -6,6 +6,7 @@ its progress so that the test kills it in the middle of an all-reduce loop.
 
 from __future__ import annotations
 
+import gc
 import threading
 import time
 
@@ -13,6 +14,9 @@ import numpy as np
 from numba import cuda
 
 from pymscclpp.errors import CommAbortedError, PymscclppError
+from pymscclpp.runtime.bootstrap import UniqueId, get_unique_id
+
+from fault.harness import held
 
 import collective_cases as cc
 
@@ -122,3 +126,32 @@ def split_colors(comm, report, colors: list, keys: list):
             new.close()
     checked_all_reduce(comm, 8)
     return out
+
+
+def abort_and_shrink_cycles(comm, cycles: int) -> tuple:
+    """Make ``cycles`` communicators of two ranks one after another (unique ids over ``comm``'s bootstrap), each
+    runs an all-reduce and is aborted, or shrunk to both ranks, or shrunk without rank 1 (which aborts its own);
+    every shrunk one runs an all-reduce and is closed. What this rank held before and after, collector off."""
+    from pymscclpp import Communicator
+    gc.collect()
+    gc.disable()
+    try:
+        before = held()
+        for i in range(cycles):
+            mine = get_unique_id(addr="127.0.0.1").to_bytes() if comm.rank == 0 else b""
+            made = Communicator.from_unique_id(UniqueId.from_bytes(comm.bootstrap.all_gather(mine)[0]), comm.rank,
+                                               comm.size)
+            checked_all_reduce(made, i)
+            comm.barrier()  # both checked theirs: a peer that aborts first looks dead to the other's check
+            if i % 3 == 0 or (i % 3 == 2 and comm.rank == 1):
+                made.abort()
+            else:
+                shrunk = made.shrink(exclude=() if i % 3 == 1 else [1])
+                assert shrunk.size == (2 if i % 3 == 1 else 1) and made.aborted
+                checked_all_reduce(shrunk, i)
+                shrunk.close()
+                del shrunk
+            del made
+        return before, held()
+    finally:
+        gc.enable()

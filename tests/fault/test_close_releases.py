@@ -5,17 +5,9 @@ off (nothing waits for it to break reference cycles)."""
 from __future__ import annotations
 
 import gc
-import os
-import threading
 
+from fault.harness import held
 from pymscclpp.testing import run_ranks
-
-
-def _held() -> tuple[int, int, int]:
-    """(open descriptors, this process's pymscclpp shared-memory segments, threads)."""
-    fds = os.listdir("/proc/self/fd")
-    segments = [s for s in os.listdir("/dev/shm") if s.startswith("pymscclpp") and f"-{os.getpid()}-" in s]
-    return len(fds), len(segments), threading.active_count()
 
 
 def _make_use_and_close(comm, cycles: int) -> tuple:
@@ -29,7 +21,7 @@ def _make_use_and_close(comm, cycles: int) -> tuple:
     gc.collect()
     gc.disable()
     try:
-        before = _held()
+        before = held()
         for _ in range(cycles):
             mine = get_unique_id(addr="127.0.0.1").to_bytes() if comm.rank == 0 else b""
             uid = UniqueId.from_bytes(comm.bootstrap.all_gather(mine)[0])
@@ -39,7 +31,7 @@ def _make_use_and_close(comm, cycles: int) -> tuple:
                 cuda.synchronize()
                 c.check_device_errors()
             del c, x
-        return before, _held()
+        return before, held()
     finally:
         gc.enable()
 
@@ -61,7 +53,7 @@ def _make_use_and_release_drop_ins(comm, cycles: int) -> tuple:
     gc.collect()
     gc.disable()
     try:
-        before = _held()
+        before = held()
         for i in range(cycles):
             mine = get_unique_id(addr="127.0.0.1").to_bytes() if comm.rank == 0 else b""
             uid = UniqueId.from_bytes(comm.bootstrap.all_gather(mine)[0])
@@ -77,7 +69,7 @@ def _make_use_and_release_drop_ins(comm, cycles: int) -> tuple:
             assert x.copy_to_host()[0] == comm.size ** 2
             drop_in.destroy() if i % 2 == 0 else drop_in.abort()
             del drop_in, x
-        return before, _held()
+        return before, held()
     finally:
         gc.enable()
 

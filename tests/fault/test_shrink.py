@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from fault import shrink_cases
 from fault.harness import Job, leaked_segments
+from pymscclpp.testing import run_ranks
 
 
 def _run(job: Job, ranks, timeout: float) -> dict:
@@ -77,3 +78,8 @@ def test_split_by_color_orders_by_key_then_rank_and_none_is_no_member():
     colors, keys = [0, None, 0, 1], [5, 0, 1, 0]
     outs = _run(Job(shrink_cases.split_colors, 4, colors=colors, keys=keys), range(4), 180)
     assert outs == {0: (1, 2), 1: None, 2: (0, 2), 3: (0, 1)}, outs
+
+
+def test_aborted_and_shrunk_communicators_leave_no_descriptor_segment_or_thread_behind_without_the_collector():
+    for before, after in run_ranks(2, shrink_cases.abort_and_shrink_cycles, 9, timeout=300):
+        assert after == before, f"(descriptors, segments, threads) before {before}, after 9 aborted/shrunk: {after}"

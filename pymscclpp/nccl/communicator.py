@@ -81,15 +81,11 @@ class NcclCommunicator:
             comm.close()
 
     def abort(self) -> None:
-        """Abort the NCCL communicator (if made) and the Communicator (``Communicator.abort``: waits in flight end,
-        nothing waits for a peer), releasing everything; idempotent."""
+        """Abort the NCCL communicator (if made) without waiting for its work, then release everything."""
         nccl = None if self._comm is None else self._comm.extension(fb.EXTENSION)
         if nccl is not None:
             nccl.close(abort=True)
-        if self._comm is not None:
-            comm, self._comm = self._comm, None
-            self._served.clear()
-            comm.abort()
+        self.destroy()
 
     def check_async_error(self) -> None:
         """Raise if a device wait of a finished collective timed out."""

@@ -46,7 +46,7 @@ def entry(method: _Method) -> _Method:
     name = method.__name__
 
     @functools.wraps(method)
-    def call(self, *args: Any, **kwargs: Any) -> Any:
+    def call(self: Any, *args: Any, **kwargs: Any) -> Any:
         me, calls = threading.get_ident(), self._calls
         calls[me] = calls.get(me, 0) + 1  # before the check: abort() sets the flag, then waits for what it sees
         try:
@@ -258,8 +258,8 @@ class Communicator:
 
     def device_error(self) -> str | None:
         """The text of the failure a device wait recorded, or None (one host-memory read; no sync)."""
-        if self.aborted:
-            return f"rank {self.rank}: the communicator was aborted (comm.abort())"
+        if self.aborted:  # its waits' records say "aborted": the calls raise CommAbortedError instead
+            return None
         return describe(self._error_words)
 
     def raise_if_failed(self) -> None:
@@ -350,6 +350,7 @@ class Communicator:
             self.aborted = True
             return
         self.aborted = True
+        watchdog.unwatch(self)  # the waits about to end record an abort: no error of the watchdog's to report
         _log.warning("rank %d: communicator aborted", self.rank)
         self.host_pool.words[self._abort_slot] = _ABORTED_BY_CALL
         for callback in self._on_abort:

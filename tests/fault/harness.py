@@ -36,6 +36,14 @@ def held() -> tuple[int, int, int]:
     return len(fds), len(segments), threading.active_count()
 
 
+def shared_unique_id(comm):
+    """A new unique id that rank 0 makes and shares over ``comm``'s bootstrap (collective): for the next
+    communicator of the same ranks."""
+    from pymscclpp.runtime.bootstrap import UniqueId, get_unique_id
+    mine = get_unique_id(addr="127.0.0.1").to_bytes() if comm.rank == 0 else b""
+    return UniqueId.from_bytes(comm.bootstrap.all_gather(mine)[0])
+
+
 def _rank_main(rank, size, uid_bytes, env, fn, params, results):
     os.environ.update(env)
     from pymscclpp import Communicator

@@ -14,11 +14,9 @@ import numpy as np
 from numba import cuda
 
 from pymscclpp.errors import CommAbortedError, PymscclppError
-from pymscclpp.runtime.bootstrap import UniqueId, get_unique_id
-
-from fault.harness import held
 
 import collective_cases as cc
+from fault.harness import held, shared_unique_id
 
 COUNT = 256
 
@@ -138,9 +136,7 @@ def abort_and_shrink_cycles(comm, cycles: int) -> tuple:
     try:
         before = held()
         for i in range(cycles):
-            mine = get_unique_id(addr="127.0.0.1").to_bytes() if comm.rank == 0 else b""
-            made = Communicator.from_unique_id(UniqueId.from_bytes(comm.bootstrap.all_gather(mine)[0]), comm.rank,
-                                               comm.size)
+            made = Communicator.from_unique_id(shared_unique_id(comm), comm.rank, comm.size)
             checked_all_reduce(made, i)
             comm.barrier()  # both checked theirs: a peer that aborts first looks dead to the other's check
             if i % 3 == 0 or (i % 3 == 2 and comm.rank == 1):

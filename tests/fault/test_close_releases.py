@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import gc
 
-from fault.harness import held
+from fault.harness import held, shared_unique_id
 from pymscclpp.testing import run_ranks
 
 
@@ -17,14 +17,12 @@ def _make_use_and_close(comm, cycles: int) -> tuple:
     from numba import cuda
 
     import pymscclpp
-    from pymscclpp.runtime.bootstrap import UniqueId, get_unique_id
     gc.collect()
     gc.disable()
     try:
         before = held()
         for _ in range(cycles):
-            mine = get_unique_id(addr="127.0.0.1").to_bytes() if comm.rank == 0 else b""
-            uid = UniqueId.from_bytes(comm.bootstrap.all_gather(mine)[0])
+            uid = shared_unique_id(comm)
             with pymscclpp.Communicator.from_unique_id(uid, comm.rank, comm.size) as c:
                 x = cuda.to_device(np.ones(64, np.float32))
                 c.all_reduce(x)
@@ -49,14 +47,12 @@ def _make_use_and_release_drop_ins(comm, cycles: int) -> tuple:
 
     from pymscclpp import nccl
     from pymscclpp.nccl import ids
-    from pymscclpp.runtime.bootstrap import UniqueId, get_unique_id
     gc.collect()
     gc.disable()
     try:
         before = held()
         for i in range(cycles):
-            mine = get_unique_id(addr="127.0.0.1").to_bytes() if comm.rank == 0 else b""
-            uid = UniqueId.from_bytes(comm.bootstrap.all_gather(mine)[0])
+            uid = shared_unique_id(comm)
             drop_in = nccl.NcclCommunicator(comm.size, ids.encode(uid), comm.rank)
             x = cuda.to_device(np.ones(64, np.float32))
             drop_in.allReduce(x, x, 64, nccl.NCCL_FLOAT32, nccl.NCCL_SUM, 0)

@@ -15,7 +15,7 @@ import threading
 import time
 from typing import TYPE_CHECKING
 
-from ...errors import BootstrapError, CommTimeoutError, InvalidUsageError
+from ...errors import BootstrapError, CommAbortedError, CommTimeoutError, InvalidUsageError
 from ... import config
 from . import wire
 
@@ -115,6 +115,7 @@ class Bootstrap(abc.ABC):
     max_payload: int            # largest message, bytes (PYMSCCLPP_BOOTSTRAP_MAX_MSG)
     closed: bool
     host: str | None = None     # the address peers reach this rank at (TCP), where a new root can listen
+    _aborted: str | None = None  # why ``abort`` ended every wait (None: not aborted)
     _mailbox: Mailbox           # where transports put received messages (and abort notices)
 
     def __init__(self, rank: int, size: int, timeout: float | None) -> None:
@@ -201,7 +202,8 @@ class Bootstrap(abc.ABC):
 
     def abort(self, reason: str) -> None:
         """End every wait of this bootstrap, in any thread, now and later, with ``CommAbortedError`` saying
-        ``reason``; no message is sent (``close`` still releases the connections)."""
+        ``reason``; no message is sent, from now on either (``close`` still releases the connections)."""
+        self._aborted = reason
         self._mailbox.abort(reason)
 
     def close(self) -> None:
@@ -272,6 +274,8 @@ class Bootstrap(abc.ABC):
                 self._scope_spent += time.monotonic() - start
 
     def _check_open(self) -> None:
+        if self._aborted is not None:
+            raise CommAbortedError(f"rank {self.rank}: bootstrap: {self._aborted}")
         if self.closed:
             raise BootstrapError(f"rank {self.rank}: bootstrap is closed")
 

@@ -65,7 +65,8 @@ def test_no_driver_means_no_driver_function(monkeypatch):
 
 
 def test_simulator_notice_starts_on_its_own_line_after_buffered_stdout():
-    clean = {k: v for k, v in os.environ.items() if k not in ("PYMSCCLPP_BACKEND", "NUMBA_ENABLE_CUDASIM")}
+    clean = {k: v for k, v in os.environ.items()
+             if k not in ("PYMSCCLPP_BACKEND", "NUMBA_ENABLE_CUDASIM", "PYTHONUNBUFFERED")}  # stdout buffered
     code = "print('the line before'); from pymscclpp.runtime import backend; backend.announce(0)"
     proc = subprocess.run([sys.executable, "-c", code], env=clean, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                           text=True, timeout=60)  # one pipe, as mpiexec merges a rank's stdout and stderr

@@ -101,14 +101,15 @@ def split_groups(bootstrap: Bootstrap, color: int | None, key: int) -> tuple[lis
     for color None; collective over every rank (two all-gathers: colors and keys, then each group's unique id)."""
     rank, size = bootstrap.rank, bootstrap.size
     entries = []
-    for r, blob in enumerate(bootstrap.all_gather(_SPLIT.pack(-1 if color is None else color, key))):
+    for r, blob in enumerate(bootstrap.all_gather(_SPLIT.pack(-1 if color is None else color, key),
+                                                       what="split: colors and keys")):
         if len(blob) != _SPLIT.size:
             raise BootstrapError(f"rank {rank}: split: rank {r} sent {len(blob)} bytes for its color and key")
         entries.append(_SPLIT.unpack(blob))
     mine = entries[rank][0]
     members = sorted((r for r in range(size) if mine >= 0 and entries[r][0] == mine), key=lambda r: (entries[r][1], r))
     leader = bool(members) and members[0] == rank
-    uids = bootstrap.all_gather(_new_id(bootstrap).to_bytes() if leader else b"")
+    uids = bootstrap.all_gather(_new_id(bootstrap).to_bytes() if leader else b"", what="split: the groups' unique ids")
     return None if not members else (members, UniqueId.from_bytes(uids[members[0]]))
 
 

@@ -125,7 +125,8 @@ def main() -> int:
         for r, res in sorted(results.items()):
             res["death_to_first_ok_s"] = res["first_ok"] - died
             print(f"rank {r} -> {res['new_rank']}/{res['new_size']}: {res['error'][:100]}; "
-                  f"shrink {res['shrink_s']:.3f} s; death to first correct call {res['death_to_first_ok_s']:.3f} s; {args.iters} checked all-reduces"
+                  f"shrink {res['shrink_s']:.3f} s; death to first correct call {res['death_to_first_ok_s']:.3f} s; "
+                  f"{args.iters} checked all-reduces"
                   f" in {res['loop_s']:.2f} s", flush=True)
         report["death_to_first_ok_s"] = max(res["death_to_first_ok_s"] for res in results.values())
         report["ranks"] = results

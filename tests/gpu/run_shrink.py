@@ -126,8 +126,7 @@ def main() -> int:
             res["death_to_first_ok_s"] = res["first_ok"] - died
             print(f"rank {r} -> {res['new_rank']}/{res['new_size']}: {res['error'][:100]}; "
                   f"shrink {res['shrink_s']:.3f} s; death to first correct call {res['death_to_first_ok_s']:.3f} s; "
-                  f"{args.iters} checked all-reduces"
-                  f" in {res['loop_s']:.2f} s", flush=True)
+                  f"{args.iters} checked all-reduces in {res['loop_s']:.2f} s", flush=True)
         report["death_to_first_ok_s"] = max(res["death_to_first_ok_s"] for res in results.values())
         report["ranks"] = results
         print(f"shrink_after_death: death -> first correct call on the shrunk communicator "

@@ -6,9 +6,9 @@ collective API and the executor sit on top of it.
 
 from __future__ import annotations
 
+import collections
 import functools
 import struct
-import threading
 import time
 import weakref
 from typing import TYPE_CHECKING, Any, Callable, ContextManager, Iterable, TypeVar
@@ -47,8 +47,8 @@ def entry(method: _Method) -> _Method:
 
     @functools.wraps(method)
     def call(self: Any, *args: Any, **kwargs: Any) -> Any:
-        me, calls = threading.get_ident(), self._calls
-        calls[me] = calls.get(me, 0) + 1  # before the check: abort() sets the flag, then waits for what it sees
+        calls = self._calls
+        calls.append(None)  # before the check: abort() sets the flag, then waits for the calls it sees
         try:
             if self.aborted:
                 raise self.aborted_error(name)
@@ -58,11 +58,7 @@ def entry(method: _Method) -> _Method:
                 raise self.aborted_error(name) from exc
             raise
         finally:
-            left = calls[me] - 1
-            if left:
-                calls[me] = left
-            else:
-                del calls[me]
+            calls.pop()
     return call  # type: ignore[return-value]
 
 
@@ -74,7 +70,7 @@ class Communicator:
         """``timeout_s``: budget of this communicator's device waits ("env": PYMSCCLPP_TIMEOUT_S; 0 or None: off)."""
         self.bootstrap = bootstrap
         self.aborted = False  # abort() was called: every call raises CommAbortedError
-        self._calls: dict[int, int] = {}  # thread id -> public calls it has in flight (``entry``)
+        self._calls: collections.deque = collections.deque()  # one entry per public call in flight (``entry``)
         self._on_abort: list[Callable[[], None]] = []
         self._closed = False
         self.transport = transport  # PortChannel transport override for every peer (None: by topology)
@@ -356,10 +352,10 @@ class Communicator:
         for callback in self._on_abort:
             callback()
         self.bootstrap.abort("the communicator was aborted (comm.abort())")
-        me, until = threading.get_ident(), time.monotonic() + _DRAIN_S
-        while any(t != me for t in list(self._calls)) and time.monotonic() < until:
+        until = time.monotonic() + _DRAIN_S  # (no call of this communicator calls abort(): they are all elsewhere)
+        while self._calls and time.monotonic() < until:
             time.sleep(0.001)
-        if any(t != me for t in list(self._calls)):
+        if self._calls:
             _log.error("rank %d: abort: calls in other threads did not end within %s s; releasing anyway",
                        self.rank, _DRAIN_S)
         self._release(goodbye=False)

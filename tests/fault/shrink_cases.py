@@ -13,7 +13,7 @@ import time
 import numpy as np
 from numba import cuda
 
-from pymscclpp.errors import CommAbortedError, PymscclppError
+from pymscclpp.errors import CommAbortedError, InvalidUsageError, PymscclppError
 
 import collective_cases as cc
 from fault.harness import held, shared_unique_id
@@ -111,9 +111,18 @@ def survive_deaths(comm, report, deaths: int, after: int = 3):
 
 
 def split_colors(comm, report, colors: list, keys: list):
-    """``comm.split(colors[rank], keys[rank])``: the new rank and size (None when not a member), a checked
-    all-reduce on each new communicator, then one on the old, which still works."""
+    """Bad colors, keys and excluded ranks are refused first; then ``comm.split(colors[rank], keys[rank])``: the
+    new rank and size (None when not a member), a checked all-reduce on each new communicator, then one on the old,
+    which still works."""
     report("ready")
+    refused = []
+    for bad in (lambda: comm.split(-1), lambda: comm.split(True), lambda: comm.split(0, key="a"),
+                lambda: comm.shrink(exclude=[comm.size])):
+        try:
+            bad()
+        except InvalidUsageError as exc:  # raised before any message: the ranks stay in step
+            refused.append(str(exc))
+    assert len(refused) == 4 and all(t.startswith(f"rank {comm.rank}: ") for t in refused), refused
     new = comm.split(colors[comm.rank], keys[comm.rank])
     out = None
     if new is not None:

@@ -358,6 +358,11 @@ class Communicator:
         if self._calls:
             _log.error("rank %d: abort: calls in other threads did not end within %s s; releasing anyway",
                        self.rank, _DRAIN_S)
+        if not IS_SIM:  # kernels launched before the abort: ended before their peers' memory is unmapped
+            from .cudadrv import synchronize_within
+            if not synchronize_within(max(0.1, until - time.monotonic())):
+                _log.error("rank %d: abort: kernels still ran %s s after the abort; releasing anyway", self.rank,
+                           _DRAIN_S)
         self._release(goodbye=False)
 
     def close(self) -> None:

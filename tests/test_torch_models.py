@@ -5,6 +5,7 @@ mixture-of-experts layer, experts spread over the ranks, uneven all_to_all_singl
 from __future__ import annotations
 
 import importlib.util
+import json
 from pathlib import Path
 
 import pytest
@@ -41,3 +42,16 @@ def test_two_stage_pipeline_matches_the_one_process_model():
     for ok, report in reports:
         assert ok and report.endswith("OK"), report
     assert "stage 1: " in reports[1][1] and "checks over 4 microbatches" in reports[1][1]
+
+
+def _moe(dist, store, rank: int, size: int) -> tuple:
+    return _compare(dist, store, rank, size, "moe_alltoall", ["--tokens", "24", "--model", "8", "--hidden", "16"])
+
+
+def test_expert_parallel_top2_moe_layer_matches_the_one_process_layer():
+    reports = run_ranks(_moe, size=3, env=_NO_FALLBACK)
+    for ok, report in reports:
+        assert ok and report.endswith("OK"), report
+    sent = [json.loads(report.split("rows sent per rank ")[1].split("]")[0] + "]") for _, report in reports]
+    assert all(sum(rows) == 2 * 24 for rows in sent), sent  # two choices per token
+    assert len({n for rows in sent for n in rows}) > 1, sent  # uneven

@@ -45,8 +45,8 @@ def _coalesced_point_to_point(dist, rank: int, size: int) -> None:
     """torch's coalescing manager (older torch's batch_isend_irecv) brackets the calls as one batch too."""
     from torch.distributed.distributed_c10d import _coalescing_manager
     peer = (rank + 1) % size
-    got = torch.zeros(6)
-    with _coalescing_manager(dist.group.WORLD, torch.device("cpu"), async_ops=True) as cm:
+    got = torch.zeros(6)  # on torch's default device (CUDA in tests/gpu/run_torch.py)
+    with _coalescing_manager(dist.group.WORLD, got.device, async_ops=True) as cm:
         dist.irecv(got, src=(rank - 1) % size)
         dist.isend(torch.full((6,), float(rank)), dst=peer)
     cm.wait()

@@ -4,6 +4,8 @@ gather, scatter, AVG, and sends and collectives in a subgroup; 2 and 3 rank proc
 
 from __future__ import annotations
 
+import contextlib
+
 import pytest
 
 torch = pytest.importorskip("torch")
@@ -141,3 +143,28 @@ def _every_verb(dist, store, rank: int, size: int) -> str:
 def test_every_verb_runs_on_pymscclpp_with_no_fallback(size):
     for text in run_ranks(_every_verb, size=size, env=NO_FALLBACK):
         assert "recv from any source" in text and "receives only from a named rank" in text, text
+
+
+def test_a_batch_left_open_by_an_error_is_dropped_with_its_calls_when_the_next_one_starts():
+    from pymscclpp.errors import InvalidUsageError
+    from pymscclpp.torch.p2p import Batch
+    log = []
+
+    class Comm:
+        @contextlib.contextmanager
+        def group(self):
+            log.append("open")
+            try:
+                yield
+            except InvalidUsageError:
+                log.append("dropped")
+                raise
+            log.append("issued")
+
+    batch = Batch(Comm())
+    batch.start()  # its calls raised: torch's coalescing manager never ends it
+    batch.start()
+    assert batch.end().is_completed()
+    assert log == ["open", "dropped", "open", "issued"]
+    with pytest.raises(InvalidUsageError, match="_end_coalescing without _start_coalescing"):
+        batch.end()

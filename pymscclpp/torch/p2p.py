@@ -3,14 +3,14 @@ same calls: their Work is finished once the kernels are queued on the current st
 one ``comm.group()``, so a batch's sends and receives between any ranks, in any order, cannot deadlock.
 
 torch hands a batch to a process group one call at a time: its coalescing manager brackets them with
-``_start_coalescing``/``_end_coalescing`` (``Batch``), but ``batch_isend_irecv`` of torch 2.7 on skips it for
-process groups written in Python, so ``install`` wraps ``batch_isend_irecv`` to bracket an mscclpp group's batch.
+``_start_coalescing``/``_end_coalescing`` (``Batch``), but ``batch_isend_irecv`` skips it for process groups
+written in Python (torch 2.13) or asks their C++ backend, which they have none of (earlier), so ``install`` wraps
+``batch_isend_irecv``: an mscclpp group's batch is its isend/irecv calls inside one ``comm.group()``.
 """
 
 from __future__ import annotations
 
 import contextlib
-import functools
 
 import torch
 import torch.distributed as dist
@@ -66,19 +66,21 @@ class Batch:
         return FinishedWork([])
 
 
-@functools.wraps(_TORCH_BATCH)
 def batch_isend_irecv(p2p_op_list: list) -> list:
-    """torch's ``batch_isend_irecv``; on an mscclpp group, the batch's calls go out as one ``comm.group()``."""
-    group = p2p_op_list[0].group if p2p_op_list and isinstance(p2p_op_list, list) else None
-    comm = _communicator(dist.group.WORLD if group is None else group)
-    if comm is None:
+    """torch's ``batch_isend_irecv``; on an mscclpp group its calls are made inside one ``comm.group()``."""
+    comm = _communicator_of(p2p_op_list)
+    if comm is None:  # another backend's batch, or a malformed list (torch's own error)
         return _TORCH_BATCH(p2p_op_list)
     with comm.group():
-        return _TORCH_BATCH(p2p_op_list)
+        return [op.op(op.tensor, op.peer, op.group, op.tag) for op in p2p_op_list]
 
 
-def _communicator(group) -> Communicator | None:
-    """The Communicator of an mscclpp process group, else None."""
+def _communicator_of(p2p_op_list) -> Communicator | None:
+    """The Communicator of the mscclpp process group every op of the list is on, else None."""
+    if not isinstance(p2p_op_list, list) or not p2p_op_list or \
+            not all(isinstance(op, dist.P2POp) and op.group is p2p_op_list[0].group for op in p2p_op_list):
+        return None
+    group = p2p_op_list[0].group or dist.group.WORLD
     comm = getattr(group, "comm", None) if isinstance(group, dist.ProcessGroup) else None
     return comm if isinstance(comm, Communicator) else None
 

@@ -103,17 +103,8 @@ def compare(args) -> tuple[bool, str]:
 
 def main() -> int:
     args = parse_args()
-    from pymscclpp.torch.launch import init
-    init()
-    import torch
-    import torch.distributed as dist
-    from pymscclpp.runtime.backend import IS_SIM
-    if not IS_SIM:
-        torch.set_default_device(torch.device("cuda", torch.cuda.current_device()))
-    ok, report = compare(args)
-    print(f"moe_alltoall: rank {dist.get_rank()}: {report}", flush=True)
-    dist.destroy_process_group()
-    return 0 if ok else 1
+    from pymscclpp.torch.launch import run_check
+    return run_check(lambda: compare(args), "moe_alltoall")
 
 
 if __name__ == "__main__":

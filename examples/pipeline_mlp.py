@@ -98,17 +98,8 @@ def compare(args) -> tuple[bool, str]:
 
 def main() -> int:
     args = parse_args()
-    from pymscclpp.torch.launch import init
-    init()
-    import torch
-    import torch.distributed as dist
-    from pymscclpp.runtime.backend import IS_SIM
-    if not IS_SIM:
-        torch.set_default_device(torch.device("cuda", torch.cuda.current_device()))
-    ok, report = compare(args)
-    print(f"pipeline_mlp: rank {dist.get_rank()}: {report}", flush=True)
-    dist.destroy_process_group()
-    return 0 if ok else 1
+    from pymscclpp.torch.launch import run_check
+    return run_check(lambda: compare(args), "pipeline_mlp")
 
 
 if __name__ == "__main__":

@@ -19,7 +19,7 @@ budget=${BUDGET_S:-$([ "$mps" = 1 ] && echo 510 || echo 0)}  # 0: no budget
 RUNNERS="primitives_tests collectives_tests callcheck_tests port_tests graph_replays soak executor_tests nccl_api_served"
 NCCL_STEPS="primitives_bench nccl_api_tests allreduce_graph allreduce_tune_packet allreduce_tune_simple all_gather_graph
   reduce_scatter_graph all_to_all_graph broadcast_graph tp_decode allreduce_eager"  # torch.distributed or cupy NCCL
-TWO_RANK_STEPS="primitives_bench port_bench"
+TWO_RANK_STEPS="primitives_bench port_bench pipeline_mlp"
 declare -A LIMIT=([primitives_tests]=180 [collectives_tests]=300 [callcheck_tests]=180 [port_tests]=240 [graph_replays]=300 [soak]=420
                   [executor_tests]=420
                   [shrink_after_death]=300)
@@ -108,6 +108,9 @@ steps() {  # every step at $np ranks
   done
   PYMSCCLPP_SOCKET_ADDR=127.0.0.1 run torch_tests "${MPI[@]}" python3 tests/gpu/run_torch.py  # one GPU: PYMSCCLPP_TORCH_FALLBACK=gloo
   PYMSCCLPP_SOCKET_ADDR=127.0.0.1 run llama_tp "${MPI[@]}" python3 examples/llama_tp.py --tokens 32
+  # served with no fallback: a call forwarded to NCCL or gloo would fail the step
+  PYMSCCLPP_SOCKET_ADDR=127.0.0.1 PYMSCCLPP_TORCH_FALLBACK=none run pipeline_mlp "${MPI[@]}" python3 examples/pipeline_mlp.py
+  PYMSCCLPP_SOCKET_ADDR=127.0.0.1 PYMSCCLPP_TORCH_FALLBACK=none run moe_alltoall "${MPI[@]}" python3 examples/moe_alltoall.py
   PYMSCCLPP_SOCKET_ADDR=127.0.0.1 run tp_decode "${MPI[@]}" python3 bench/tp_decode.py --layers 8 --batch 1,2,4,8,16,32,64
   run allreduce_eager "${MPI[@]}" python3 -m pymscclpp.bench -b 1K -e 1M -f 32 --eager --iters 20 --profile --json "$out/allreduce_eager.json"
   for step in ${EXTRA_STEPS:-}; do run "$step" bash -c "${!step}"; done

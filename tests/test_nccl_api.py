@@ -3,6 +3,8 @@ mapping, group semantics, routing to pymscclpp or NCCL, clear errors; collective
 
 from __future__ import annotations
 
+import contextlib
+
 import inspect
 from types import SimpleNamespace
 
@@ -161,6 +163,18 @@ class FakeComm:
     def broadcast(self, send, recv, root, stream):
         self.log.append(("broadcast", send.shape, recv, root, stream))
 
+    def send(self, buf, peer, stream):
+        self.log.append(("send", buf.shape, peer, stream))
+
+    def recv(self, buf, peer, stream):
+        self.log.append(("recv", buf.shape, peer, stream))
+
+    @contextlib.contextmanager
+    def group(self):
+        self.log.append("group")
+        yield
+        self.log.append("group issued")
+
 
 def fake_communicator(comm) -> nccl.NcclCommunicator:
     nc = nccl.NcclCommunicator.__new__(nccl.NcclCommunicator)
@@ -177,18 +191,29 @@ def test_calls_pymscclpp_covers_go_to_the_communicator_and_the_rest_to_nccl(log)
     nc.allGather(x, y, 8, nccl.NCCL_FLOAT16, SimpleNamespace(ptr=3))  # arrays and stream objects too
     nc.reduceScatter(px, py, 4, nccl.NCCL_UINT8, nccl.NCCL_PROD, 0)
     nc.bcast(px, 12, nccl.NCCL_INT32, 0, 0)
+    nc.send(px, 3, nccl.NCCL_INT8, 0, 9)
+    nc.recv(py, 3, nccl.NCCL_UINT64, 0, 9)
     assert log == [("all_reduce", (10,), "max", 5), ("all_reduce", None, "sum", 0),
                    ("all_gather", (8,), (16,), 3), ("reduce_scatter", (8,), (4,), "prod", 0),
-                   ("broadcast", (12,), None, 0, 0)]
+                   ("broadcast", (12,), None, 0, 0), ("send", (3,), 0, 9), ("recv", (3,), 0, 9)]
     log.clear()
     nc.allReduce(px, py, 4, nccl.NCCL_FLOAT64, nccl.NCCL_SUM, 0)
     nc.allReduce(px, py, 4, nccl.NCCL_INT64, nccl.NCCL_MAX, 0)
-    nc.send(px, 3, nccl.NCCL_INT8, 0, 9)
-    nc.recv(py, 3, nccl.NCCL_UINT64, 0, 9)
     assert log == ["ready", "ncclGroupStart", ("all_reduce", px, py, 4, "float64", "sum", 0), "ncclGroupEnd",
-                   "ready", "ncclGroupStart", ("all_reduce", px, py, 4, "int64", "max", 0), "ncclGroupEnd",
-                   "ready", "ncclGroupStart", ("send", px, 3, "int8", 0, 9), "ncclGroupEnd",
-                   "ready", "ncclGroupStart", ("recv", py, 3, "uint64", 0, 9), "ncclGroupEnd"]
+                   "ready", "ncclGroupStart", ("all_reduce", px, py, 4, "int64", "max", 0), "ncclGroupEnd"]
+
+
+def test_a_groups_sends_and_receives_go_to_the_communicator_in_one_of_its_groups(log):
+    nc = fake_communicator(FakeComm(log))
+    px = buffer_info(cuda.to_device(np.zeros(64, np.float32))).ptr
+    nccl.groupStart()
+    nc.recv(px, 4, nccl.NCCL_FLOAT32, 0, 0)
+    nc.allReduce(px, px, 8, nccl.NCCL_FLOAT32, nccl.NCCL_SUM, 0)
+    nc.send(px, 5, nccl.NCCL_FLOAT32, 1, 0)
+    assert log == []
+    nccl.groupEnd()
+    assert log == ["group", ("recv", (4,), 0, 0), ("all_reduce", None, "sum", 0), ("send", (5,), 1, 0),
+                   "group issued"]
 
 
 def test_a_repeated_raw_pointer_call_is_issued_again_and_a_changed_one_is_checked_anew(log):
@@ -325,10 +350,9 @@ def nccl_only_calls_say_nccl_is_missing(comm, state):
     x = cuda.to_device(np.ones(4, np.float64))
     for call, words in [(lambda: nc.allReduce(x, x, 4, nccl.NCCL_FLOAT64, nccl.NCCL_SUM, 0),
                          r"pymscclpp does not serve allReduce of float64 with sum \(pymscclpp reduces float32, .* with sum, "),
-                        (lambda: nc.allReduce(x, x, 4, nccl.NCCL_INT64, nccl.NCCL_MAX, 0), r"pymscclpp does not serve allReduce of int64 with max \("),
-                        (lambda: nc.send(x, 4, nccl.NCCL_FLOAT64, 1 - comm.rank, 0),
-                         r"pymscclpp does not serve send \(pymscclpp has no point-to-point send/recv\); "
-                         "NCCL, which could, cannot be used: NCCL needs real GPUs")]:
+                        (lambda: nc.allReduce(x, x, 4, nccl.NCCL_INT64, nccl.NCCL_MAX, 0),
+                         r"pymscclpp does not serve allReduce of int64 with max \(.*\); NCCL, which could, cannot "
+                         "be used: NCCL needs real GPUs")]:
         with pytest.raises(fb.NcclUnavailableError, match=words):
             call()
     np.testing.assert_array_equal(x.copy_to_host(), np.ones(4))
@@ -354,6 +378,32 @@ def test_in_place_all_reduces_in_a_group(pool):
 
 def test_other_collectives_across_ranks(pool):
     pool.run(other_collectives)
+
+
+def point_to_point(comm, state, grouped: bool):
+    """Each rank sends the other 100 float64 (raw pointers) and 7 int32 (arrays): in a group both send first,
+    else rank 0 sends first and rank 1 receives first."""
+    nc, peer = communicator(comm, state), 1 - comm.rank
+    wide, small = cuda.to_device(rank_data(comm.rank, 100, np.float64)), cuda.to_device(rank_data(comm.rank, 7, np.int32))
+    got_wide, got_small = cuda.to_device(np.zeros(100, np.float64)), cuda.to_device(np.zeros(7, np.int32))
+    sends = [lambda: nc.send(buffer_info(wide).ptr, 100, nccl.NCCL_FLOAT64, peer, 0),
+             lambda: nc.send(small, 7, nccl.NCCL_INT32, peer, 0)]
+    recvs = [lambda: nc.recv(buffer_info(got_wide).ptr, 100, nccl.NCCL_FLOAT64, peer, 0),
+             lambda: nc.recv(got_small, 7, nccl.NCCL_INT32, peer, 0)]
+    if grouped:
+        nccl.groupStart()
+    for call in (sends + recvs) if grouped or comm.rank == 0 else (recvs + sends):
+        call()
+    if grouped:
+        nccl.groupEnd()
+    cuda.synchronize()
+    np.testing.assert_array_equal(got_wide.copy_to_host(), rank_data(peer, 100, np.float64))
+    np.testing.assert_array_equal(got_small.copy_to_host(), rank_data(peer, 7, np.int32))
+
+
+@pytest.mark.parametrize("grouped", [True, False])
+def test_send_recv_across_ranks_run_on_pymscclpp(pool, grouped):
+    pool.run(point_to_point, grouped=grouped)
 
 
 def test_calls_only_nccl_serves_fail_clearly_without_it(pool):

@@ -21,7 +21,8 @@ def _sglang_shape(dist, rank: int, size: int) -> None:
         assert comm.should_mscclpp_allreduce(x, dist.ReduceOp.SUM)
         declined = (torch.ones(4, dtype=torch.float64), torch.ones(4, 4)[:, ::2])
         assert not any(comm.should_mscclpp_allreduce(t) for t in declined)
-        assert not comm.should_mscclpp_allreduce(x, dist.ReduceOp.AVG)
+        assert comm.should_mscclpp_allreduce(x, dist.ReduceOp.AVG)
+        assert not comm.should_mscclpp_allreduce(x, dist.ReduceOp.BAND)
         assert comm.all_reduce(x, stream=None) is x
     assert comm.disabled and torch.equal(x, torch.full((16,), 3.0, dtype=torch.bfloat16))
     comm.destroy()

@@ -18,7 +18,6 @@ from .constants import datatype_name, op_name
 from .group import Call, submit, submit_served
 
 _REDUCES = f"pymscclpp reduces {', '.join(red.DTYPE_KINDS)} with {', '.join(red.OPS)}"
-_P2P = "pymscclpp has no point-to-point send/recv"
 
 
 _SERVED_CALLS = 64  # repeatable calls remembered per communicator
@@ -145,16 +144,16 @@ class NcclCommunicator:
         self.broadcast(buff, buff, count, datatype, root, stream)
 
     def send(self, sendbuf, count: int, datatype: int, peer: int, stream=0) -> None:
-        """Send ``count`` elements to ``peer`` through NCCL (pair with its ``recv``; both ways: in a group)."""
+        """Send ``count`` elements to ``peer``, whose ``recv`` takes them (both ways at once: in a group)."""
         (dtype, count, stream), peer = _common(datatype, count, stream), self._rank(peer, "peer")
-        buf, nccl = device_buffer(sendbuf, count, dtype, "sendbuf"), self._nccl("send", _P2P)
-        submit(Call(lambda: nccl.send(buf.ptr, count, dtype, peer, stream), nccl))
+        buf, comm = device_buffer(sendbuf, count, dtype, "sendbuf"), self.communicator
+        submit(Call(lambda: comm.send(buf.obj, peer, stream=stream), None, comm))
 
     def recv(self, recvbuf, count: int, datatype: int, peer: int, stream=0) -> None:
-        """Receive ``count`` elements from ``peer`` through NCCL."""
+        """Receive ``count`` elements from ``peer``."""
         (dtype, count, stream), peer = _common(datatype, count, stream), self._rank(peer, "peer")
-        buf, nccl = device_buffer(recvbuf, count, dtype, "recvbuf"), self._nccl("recv", _P2P)
-        submit(Call(lambda: nccl.recv(buf.ptr, count, dtype, peer, stream), nccl))
+        buf, comm = device_buffer(recvbuf, count, dtype, "recvbuf"), self.communicator
+        submit(Call(lambda: comm.recv(buf.obj, peer, stream=stream), None, comm))
 
     # -- routing --------------------------------------------------------------------------------
     def _repeat(self, key: tuple | None) -> bool:

@@ -2,17 +2,20 @@
 
 from __future__ import annotations
 
+import contextlib
 import threading
-from typing import Callable, NamedTuple
+from typing import Any, Callable, NamedTuple
 
 from ..errors import InvalidUsageError
 from ..fallback import nccl as fb
 
 
 class Call(NamedTuple):
-    """One validated operation; ``fallback`` is set when NCCL runs it (then it joins an NCCL group)."""
+    """One validated operation; ``fallback`` is set when NCCL runs it (then it joins an NCCL group), ``p2p`` is
+    the Communicator a send or recv posts to (a group's go out in one ``p2p.group()``)."""
     issue: Callable[[], None]
     fallback: fb.NcclFallback | None
+    p2p: Any = None
 
 
 class _State(threading.local):  # like NCCL, a group belongs to the thread that opened it
@@ -32,7 +35,8 @@ def groupStart() -> None:  # noqa: N802 (cupy's name)
 
 
 def groupEnd() -> None:  # noqa: N802
-    """End a group: at the outermost level issue the queued calls, pymscclpp's in order, then NCCL's fused."""
+    """End a group: at the outermost level issue the queued calls, pymscclpp's in order (sends and receives
+    together at the end, one group per communicator), then NCCL's fused."""
     if _state.depth == 0:
         raise InvalidUsageError("groupEnd() without a matching groupStart()")
     _state.depth -= 1
@@ -60,9 +64,12 @@ def submit_served(issue: Callable[[], None]) -> None:
 
 
 def _issue(calls: list[Call]) -> None:
-    for call in calls:
-        if call.fallback is None:
-            call.issue()
+    with contextlib.ExitStack() as groups:  # each communicator's sends and receives: one launch at the end
+        for comm in dict.fromkeys(call.p2p for call in calls if call.p2p is not None):
+            groups.enter_context(comm.group())
+        for call in calls:
+            if call.fallback is None:
+                call.issue()
     fused = [call for call in calls if call.fallback is not None]
     if not fused:
         return

@@ -20,15 +20,16 @@ from pymscclpp.errors import InvalidUsageError, PymscclppError
 from pymscclpp.fallback import nccl as nccl_fallback
 from pymscclpp.runtime.backend import IS_SIM
 from pymscclpp.runtime.bootstrap import UniqueId, get_unique_id
+from pymscclpp.torch import p2p
 from pymscclpp.torch.ops import UNREDUCED, reduce_op_name
 from pymscclpp.torch.work import FinishedWork, finished
 
 NAME = "mscclpp"
 FALLBACK_ENV = "PYMSCCLPP_TORCH_FALLBACK"  # nccl (default on GPUs), gloo (CPU tensors), none (default on the sim)
-FORWARDED = ("allgather_coalesced", "alltoall", "reduce", "send", "recv", "recv_anysource")
-HOST_STAGED = ("send", "recv", "recv_anysource")  # forwarded calls a gloo fallback serves for CUDA tensors via host
+FORWARDED = ("allgather_coalesced",)
 SERVED = ("all_reduce", "all_gather_into_tensor", "all_gather", "reduce_scatter_tensor", "reduce_scatter",
-          "broadcast", "all_to_all_single", "barrier", "scatter", "gather")
+          "broadcast", "all_to_all_single", "all_to_all", "reduce", "barrier", "scatter", "gather", "send", "recv",
+          "isend", "irecv", "batch_isend_irecv")
 
 
 def communicator_from_store(store: dist.Store, rank: int, size: int, key: str = "pymscclpp/uid") -> Communicator:
@@ -63,9 +64,14 @@ def _even(splits: list, tensor: torch.Tensor, size: int) -> bool:
     return not splits or all(s * size == tensor.shape[0] for s in splits)
 
 
+def _elements(splits: list, tensor: torch.Tensor) -> list[int] | None:
+    """all_to_all split sizes (rows of ``tensor``; empty: even) as element counts, None for even."""
+    row = tensor.numel() // tensor.shape[0] if tensor.dim() and tensor.shape[0] else 0
+    return [s * row for s in splits] if splits else None
+
+
 class MscclppProcessGroup(dist.ProcessGroup):
-    """all_reduce, all_gather (tensor and list), reduce_scatter (tensor and list), broadcast, even
-    all_to_all_single and barrier run on pymscclpp (reductions: sum/min/max/prod of float32/bfloat16/float16/
+    """The calls in ``SERVED`` run on pymscclpp (reductions: sum/min/max/prod/avg of float32/bfloat16/float16/
     int32/uint8); the rest goes to the fallback group."""
 
     def __init__(self, store: dist.Store, rank: int, size: int, timeout: timedelta):
@@ -76,6 +82,7 @@ class MscclppProcessGroup(dist.ProcessGroup):
         self._fallback_kind = ""
         self._group_name = self._group_desc = ""
         self._token: torch.Tensor | None = None  # barrier's one-element all-reduce, made on first use
+        self._batch = p2p.Batch(self.comm)
 
     def getBackendName(self) -> str:  # noqa: N802 (torch's names, called from C++ through pybind)
         return NAME
@@ -182,37 +189,77 @@ class MscclppProcessGroup(dist.ProcessGroup):
         return finished(tensors, opts)
 
     def scatter(self, outputs: list, input_lists: list, opts) -> dist.Work:
-        """dist.scatter (DTensor's distribute_tensor): the root's list broadcast as one buffer, each rank keeps its
-        slot; simple rather than fast, as scatter is for set-up."""
+        """dist.scatter: the root's list stacked into one buffer, slot r to rank r."""
         output, root = _single(outputs, "scatter"), opts.rootRank
-        staged = output.new_empty((self.size(), *output.shape))
+        staged = output if output.is_contiguous() else torch.empty_like(output, memory_format=torch.contiguous_format)
+        slots = None
         if self.rank() == root:
-            torch.stack(_single(input_lists, "scatter"), out=staged)
-        self.comm.broadcast(staged, root=root)
-        output.copy_(staged[self.rank()])
+            slots = torch.stack(_single(input_lists, "scatter"))
+        self.comm.scatter(slots, staged, root=root)
+        if staged is not output:
+            output.copy_(staged)
         return finished(outputs, opts)
 
     def gather(self, output_lists: list, inputs: list, opts) -> dist.Work:
-        """dist.gather: an all-gather into one buffer, copied out on the root."""
-        input = _single(inputs, "gather")  # noqa: A001
-        gathered = input.new_empty((self.size(), *input.shape))
-        self.comm.all_gather(input.contiguous(), gathered)
-        if self.rank() == opts.rootRank:
+        """dist.gather: into one buffer on the root, then copied out."""
+        input = _single(inputs, "gather").contiguous()  # noqa: A001
+        gathered = input.new_empty((self.size(), *input.shape)) if self.rank() == opts.rootRank else None
+        self.comm.gather(input, gathered, root=opts.rootRank)
+        if gathered is not None:
             for out, part in zip(_single(output_lists, "gather"), gathered.unbind(0)):
                 out.copy_(part)
         return finished(output_lists[0] if output_lists else [], opts)
 
+    def reduce(self, tensors: list, opts) -> dist.Work:
+        """dist.reduce: in place on the root (``opts.rootRank``); the others' tensors are left as they are."""
+        tensor = _single(tensors, "reduce")
+        op = reduce_op_name(tensor.dtype, opts.reduceOp)
+        if op is None:
+            return self._fallback_group("reduce", UNREDUCED).reduce(tensors, opts)
+        self.comm.reduce(tensor, root=opts.rootRank, op=op)
+        return finished(tensors, opts)
+
     def all_to_all_single(self, output: torch.Tensor, input: torch.Tensor, output_split_sizes: list,  # noqa: A002
                           input_split_sizes: list, opts=None) -> dist.Work:
-        """dist.all_to_all_single (``alltoall_base`` before torch 2.13); uneven split sizes go to the fallback."""
-        if not (_even(output_split_sizes, output, self.size()) and _even(input_split_sizes, input, self.size())):
-            group = self._fallback_group("all_to_all_single", "uneven split sizes")
-            return _method(group, "all_to_all_single", "alltoall_base")(output, input, output_split_sizes,
-                                                                        input_split_sizes, opts)
-        self.comm.all_to_all(input, output)
+        """dist.all_to_all_single (``alltoall_base`` before torch 2.13), even or with split sizes (rows)."""
+        if _even(output_split_sizes, output, self.size()) and _even(input_split_sizes, input, self.size()):
+            self.comm.all_to_all(input, output)
+        else:
+            self.comm.all_to_all(input, output, send_counts=_elements(input_split_sizes, input),
+                                 recv_counts=_elements(output_split_sizes, output))
         return finished([output], opts)
 
     alltoall_base = all_to_all_single
+
+    def alltoall(self, outputs: list, inputs: list, opts=None) -> dist.Work:
+        """dist.all_to_all (lists, any sizes): concatenated, exchanged with per-peer counts, copied out."""
+        staged = torch.cat([t.reshape(-1) for t in inputs])
+        received = staged.new_empty(sum(t.numel() for t in outputs))
+        self.comm.all_to_all(staged, received, send_counts=[t.numel() for t in inputs],
+                             recv_counts=[t.numel() for t in outputs])
+        for out, part in zip(outputs, received.split([t.numel() for t in outputs])):
+            out.copy_(part.view(out.shape))
+        return finished(outputs, opts)
+
+    def send(self, tensors: list, dstRank: int, tag: int = 0) -> dist.Work:  # noqa: N803 (torch's names)
+        """dist.send and dist.isend (inside a batch: issued at its end)."""
+        return p2p.send(self.comm, tensors, dstRank)
+
+    def recv(self, tensors: list, srcRank: int, tag: int = 0) -> dist.Work:  # noqa: N803
+        """dist.recv and dist.irecv from a named source."""
+        return p2p.recv(self.comm, tensors, srcRank)
+
+    def recv_anysource(self, tensors: list, tag: int = 0) -> dist.Work:
+        """dist.recv with no source: refused, not forwarded (no fallback's receive could meet pymscclpp's sends)."""
+        raise InvalidUsageError("torch.distributed recv from any source on the mscclpp backend: pymscclpp receives "
+                                "only from a named rank, and its sends cannot meet a fallback's receive (pass src=)")
+
+    def _start_coalescing(self, device: torch.device) -> None:
+        """torch's coalescing manager begins a batch: sends and receives until its end go out as one group."""
+        self._batch.start()
+
+    def _end_coalescing(self, device: torch.device) -> dist.Work:
+        return self._batch.end()
 
     def barrier(self, opts=None) -> dist.Work:
         """dist.barrier: a one-element all-reduce on pymscclpp, waited for on the host, as NCCL's barrier is."""
@@ -225,8 +272,6 @@ class MscclppProcessGroup(dist.ProcessGroup):
 
     def _forward(self, name: str, *args, **kwargs) -> dist.Work:
         group = self._fallback_group(name, f"pymscclpp serves only {', '.join(SERVED)}")
-        if name in HOST_STAGED and self._fallback_kind == "gloo" and any(t.is_cuda for t in args[0]):
-            return _through_host(group, name, *args, **kwargs)
         return getattr(group, name)(*args, **kwargs)
 
     def _fallback_group(self, what: str, why: str) -> dist.ProcessGroup:
@@ -272,21 +317,6 @@ for _name in FORWARDED:
     setattr(MscclppProcessGroup, _name, _forwarder(_name))
 
 
-def _through_host(group: dist.ProcessGroup, name: str, tensors: list, *args, **kwargs) -> dist.Work:
-    """gloo's point-to-point calls read and write host memory only (a CUDA pointer ends the process): send a
-    host copy, or receive into one and copy it back. The call has completed when this returns, and so has the
-    Work it returns (torch waits on it again, which gloo's own Work would not survive on GPUs)."""
-    if name == "recv_anysource":
-        raise InvalidUsageError("torch.distributed recv from any source of a CUDA tensor: the gloo fallback "
-                                "cannot stage it through the host (name the source, or use the NCCL fallback)")
-    host = [t.cpu() if name == "send" else torch.empty_like(t, device="cpu") for t in tensors]
-    getattr(group, name)(host, *args, **kwargs).wait()
-    if name != "send":
-        for t, h in zip(tensors, host):
-            t.copy_(h)
-    return FinishedWork(tensors)
-
-
 def _fallback_group(kind: str, store: dist.Store, rank: int, size: int, timeout: timedelta) -> dist.ProcessGroup:
     """A ProcessGroup with one ``kind`` backend (nccl for CUDA tensors, gloo for CPU ones) on its own store prefix,
     new for each group made on this store (a re-initialized group must not read the last one's addresses)."""
@@ -315,6 +345,8 @@ def _create(store: dist.Store, rank: int, size: int, timeout: timedelta) -> Mscc
 
 
 def register() -> None:
-    """Register the backend as ``"mscclpp"`` for CUDA tensors (and CPU tensors, which stand in for them on the sim)."""
+    """Register the backend as ``"mscclpp"`` for CUDA tensors (and CPU tensors, which stand in for them on the sim),
+    and the ``batch_isend_irecv`` that batches its sends and receives."""
+    p2p.install()
     if NAME not in dist.Backend.backend_list:
         dist.Backend.register_backend(NAME, _create, devices=["cuda", "cpu"] if IS_SIM else ["cuda"])

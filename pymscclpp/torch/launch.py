@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from typing import Callable
 
 
 def launcher_env() -> None:
@@ -31,3 +32,18 @@ def init(backend: str = "mscclpp") -> int:
         torch.cuda.set_device(local % torch.cuda.device_count())
     dist.init_process_group(backend)
     return local
+
+
+def run_check(check: Callable[[], tuple[bool, str]], name: str) -> int:
+    """An example's main: ``init()``, this rank's GPU as torch's default device, ``check()`` (ok, report), the
+    report printed as ``name: rank R: report``; the exit status (1 when not ok)."""
+    init()
+    import torch
+    import torch.distributed as dist
+    from pymscclpp.runtime.backend import IS_SIM
+    if not IS_SIM:
+        torch.set_default_device(torch.device("cuda", torch.cuda.current_device()))
+    ok, report = check()
+    print(f"{name}: rank {dist.get_rank()}: {report}", flush=True)
+    dist.destroy_process_group()
+    return 0 if ok else 1

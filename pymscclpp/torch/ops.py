@@ -10,8 +10,8 @@ from pymscclpp.channels.reduce import DTYPE_KINDS
 from pymscclpp.communicator import serves_reduction
 
 _R = dist.ReduceOp.RedOpType
-_OPS = {_R.SUM: "sum", _R.MIN: "min", _R.MAX: "max", _R.PRODUCT: "prod"}
-UNREDUCED = f"pymscclpp reduces only SUM, MIN, MAX, PRODUCT of {', '.join(DTYPE_KINDS)}"
+_OPS = {_R.SUM: "sum", _R.MIN: "min", _R.MAX: "max", _R.PRODUCT: "prod", _R.AVG: "avg"}
+UNREDUCED = f"pymscclpp reduces only SUM, MIN, MAX, PRODUCT, AVG of {', '.join(DTYPE_KINDS)}"
 
 
 def reduce_op_name(dtype: torch.dtype, op) -> str | None:

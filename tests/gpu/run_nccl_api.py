@@ -1,7 +1,7 @@
 """pymscclpp.nccl on real GPUs against cupy.cuda.nccl: ``mpirun -np 2 python tests/gpu/run_nccl_api.py``.
 
 Same calls, same cupy arrays, raw pointers and streams, through both; the results must match. float64 and
-avg go through the NCCL fallback (nvidia-nccl-cu13), send/recv too. ``--no-nccl`` (ranks sharing a GPU, where
+avg go through the NCCL fallback (nvidia-nccl-cu13); send/recv are pymscclpp's. ``--no-nccl`` (ranks sharing a GPU, where
 NCCL refuses to run): the reference is the same calls computed on the host over MPI, and only the cases
 pymscclpp serves itself run.
 """
@@ -65,7 +65,7 @@ def others(mine, ref, stream, count, datatype):
 
 
 def mixed_group_and_send_recv(mine, ref, stream, count):
-    """One group: a pymscclpp allReduce, an NCCL one (float64) and a ring send/recv (NCCL)."""
+    """One group: a pymscclpp allReduce, an NCCL one (float64) and a ring send/recv (pymscclpp)."""
     f32, f64 = data(count, ours.NCCL_FLOAT32, 1), data(count, ours.NCCL_FLOAT64, 2)
     ring, got = data(count, ours.NCCL_FLOAT64, 3), cp.zeros(count, cp.float64)
     ours.groupStart()
@@ -79,6 +79,29 @@ def mixed_group_and_send_recv(mine, ref, stream, count):
     assert cp.array_equal(f64, sum(data(count, ours.NCCL_FLOAT64, 2, r) for r in range(SIZE)))
     assert cp.array_equal(got, data(count, ours.NCCL_FLOAT64, 3, (RANK - 1) % SIZE))
     assert mine.communicator.extension(fb.EXTENSION)._handle is not None, "float64 did not go through NCCL"
+
+
+def send_recv(mine, ref, stream, count):
+    """pymscclpp's send/recv: a ring both ways in one group (float64 and int32), then a pair without one."""
+    right, left = (RANK + 1) % SIZE, (RANK - 1) % SIZE
+    wide, small = data(count, ours.NCCL_FLOAT64, 4), data(7, ours.NCCL_INT32, 5)
+    from_left, from_right = cp.zeros(count, cp.float64), cp.zeros(7, cp.int32)
+    ours.groupStart()
+    mine.recv(from_left.data.ptr, count, ours.NCCL_FLOAT64, left, stream.ptr)
+    mine.recv(from_right.data.ptr, 7, ours.NCCL_INT32, right, stream.ptr)
+    mine.send(wide.data.ptr, count, ours.NCCL_FLOAT64, right, stream.ptr)
+    mine.send(small.data.ptr, 7, ours.NCCL_INT32, left, stream.ptr)
+    ours.groupEnd()
+    stream.synchronize()
+    assert cp.array_equal(from_left, data(count, ours.NCCL_FLOAT64, 4, left)), "ring to the right"
+    assert cp.array_equal(from_right, data(7, ours.NCCL_INT32, 5, right)), "ring to the left"
+    got = cp.zeros(count, cp.float64)
+    if RANK == 0:
+        mine.send(wide.data.ptr, count, ours.NCCL_FLOAT64, SIZE - 1, stream.ptr)
+    elif RANK == SIZE - 1:
+        mine.recv(got.data.ptr, count, ours.NCCL_FLOAT64, 0, stream.ptr)
+        stream.synchronize()
+        assert cp.array_equal(got, data(count, ours.NCCL_FLOAT64, 4, 0)), "send without a group"
 
 
 def bf16_bits(values: np.ndarray) -> np.ndarray:
@@ -202,6 +225,7 @@ def main() -> int:
         for count in [257, 1 << 20]:
             plan.append((others, dict(count=count, datatype=datatype)))
     plan += [(bfloat16_all_reduce, dict(count=count)) for count in (1000, 3 << 20)]
+    plan += [(send_recv, dict(count=count)) for count in (4099, 1 << 20)]
     if not args.no_nccl:
         plan.append((mixed_group_and_send_recv, dict(count=4099)))
     plan.append((bad_pointer_count, {}))

@@ -2,8 +2,8 @@
 
     mpirun -np 2 python tests/gpu/run_torch.py        (2 ranks may share one GPU under CUDA MPS)
 
-Runs the simulator tests' rank bodies (every served collective, the fallback routing, functional collectives,
-torch.compile with inductor, DTensor TP, the engine classes) with CUDA as torch's default device, then CUDA graph
+Runs the simulator tests' rank bodies (every served collective, the verbs, the fallback routing, functional
+collectives, torch.compile with inductor, DTensor TP, the engine classes) with CUDA as torch's default device, then CUDA graph
 captures of dist.all_reduce, a functional all-reduce and both engine classes, replayed with fresh input.
 Set PYMSCCLPP_TORCH_FALLBACK=gloo where NCCL cannot run (two ranks on one GPU). One PASS/FAIL line per case.
 """
@@ -23,6 +23,7 @@ from pymscclpp.runtime.backend import IS_SIM  # noqa: E402
 from pymscclpp.torch.launch import launcher_env  # noqa: E402
 import test_torch_backend as backend_cases  # noqa: E402
 import test_torch_engines as engine_cases  # noqa: E402
+import test_torch_verbs as verb_cases  # noqa: E402
 
 
 def _replayed(step, inp: torch.Tensor, replays: int = 5) -> None:
@@ -82,7 +83,8 @@ def main() -> int:
     store = dist.TCPStore(os.environ["MASTER_ADDR"], int(os.environ["MASTER_PORT"]), size, is_master=rank == 0)
     cases = [("served collectives", backend_cases._served_collectives),
              ("functional, compile, DTensor", backend_cases._functional_compile_dtensor),
-             ("engine classes", engine_cases._engine_shapes), ("graph captures", _graph_cases)]
+             ("engine classes", engine_cases._engine_shapes), ("graph captures", _graph_cases),
+             ("send/recv, batches, uneven all-to-all, reduce, gather, scatter, AVG, subgroup", verb_cases._every_verb)]
     if os.environ.get("PYMSCCLPP_TORCH_FALLBACK", "none" if IS_SIM else "nccl") != "none":
         cases.append(("fallback routing", backend_cases._forwarded_calls))  # last: gloo may refuse CUDA send
     failures = 0

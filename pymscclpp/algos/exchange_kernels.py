@@ -8,11 +8,15 @@ receive descriptor); descriptors are ``runtime.fingerprint`` packs of what this 
 p, 0 with the check off. Before any data moves between two ranks they trade descriptors (LL16 packets in a
 per-pair area, flagged with a per-pair sequence number), and a disagreement is recorded on both (pair check).
 
-Data goes in rounds of ``chunk`` bytes through the receiver's scratch (a slot of two halves per sender; block b
-owns the same slice of every round and semaphores 2b (data) and 2b + 1 (credits)): the sender writes round k
-once the receiver freed round k - 2 of that half, the receiver copies it out and returns a credit. Within a
-round every block sends before it receives, so every wait depends on a step that comes earlier on its peer:
-no deadlock for any pattern. A call ends once every credit is back, so the next starts on free halves.
+Data goes in rounds of ``chunk`` bytes through a ring of ``slots`` slots per sender in the receiver's scratch:
+the sender writes round k once the receiver freed round k - slots of that slot, the receiver copies it out and
+returns a credit. Every pair's stream runs on lanes (``lanes_of``: by its bytes, so both ends agree), lane l a
+slice of every round with semaphores 2l (data) and 2l + 1 (credits) of the pair's channel; the lanes of all
+peers spread over the blocks, so every peer's transfer runs at once. Each block does its lanes' sends of a round
+before their receives, so every wait depends on a step that comes earlier on its peer: no deadlock for any
+pattern while every block runs (``grid``: the grid fits; the simulator, which runs blocks one after another,
+runs one). A reduce has every block stream a slice of each rank's range into the root, which reduces each round
+of all peers at once.
 """
 
 from __future__ import annotations
@@ -26,7 +30,7 @@ from ..channels import reduce as red
 from ..channels import semaphore as sem
 from ..channels.device_errors import (OP_PAIR_RECV, OP_PAIR_SEND, OP_PAIR_WAIT, OP_RECV_DATA, OP_SEND_CREDIT,
                                       record_mismatch)
-from ..channels.peers import peer_rank
+from ..channels.peers import peer_index, peer_rank
 from ..channels.ptx import store_v4_volatile
 from .blocks import SIMPLE_LIMITS, copy_unless_same, round_share
 
@@ -134,76 +138,148 @@ def _signal(ch, idx):
 
 
 @cuda.jit(device=True)
-def send_round(chans, table, inp, chunk, rank, nranks, k, tid, nt):
-    """Round ``k`` of every peer's send range into its scratch slot ``rank`` (after its credit for round k - 2);
-    False when a wait failed."""
-    b = cuda.blockIdx.x
-    for j in range(nranks - 1):
-        p = peer_rank(j, rank)
-        n = table[ROW * p + SEND_N]
-        if k * chunk < n:
-            if k >= 2 and waited(chans[j], 2 * b + 1, OP_SEND_CREDIT):
-                return False
-            lo, cnt = round_share(n, chunk, k)
-            if cnt > 0:
-                prim.copy_bytes(chans[j].dst, (2 * rank + k % 2) * chunk + lo, inp,
-                                table[ROW * p + SEND_OFF] + k * chunk + lo, cnt, tid, nt)
-            _signal(chans[j], 2 * b)
-    return True
+def lanes_of(nbytes, chunk, lanes, lane_bytes):
+    """Lanes a stream of ``nbytes`` runs on (0: none): one per ``lane_bytes`` of a round, at most ``lanes``. Both
+    ends know the stream's bytes, so they agree."""
+    if nbytes <= 0:
+        return 0
+    return max(1, min(lanes, (min(nbytes, chunk) + lane_bytes - 1) // lane_bytes))
 
 
 @cuda.jit(device=True)
-def receive_round(chans, table, out, scratch, chunk, rank, nranks, k, tid, nt):
-    """Round ``k`` of every peer's range out of its slot of our scratch into ``out``, then its credit; False when
-    a wait failed."""
-    b = cuda.blockIdx.x
-    for j in range(nranks - 1):
-        p = peer_rank(j, rank)
-        n = table[ROW * p + RECV_N]
-        if k * chunk < n:
-            if waited(chans[j], 2 * b, OP_RECV_DATA):
-                return False
-            lo, cnt = round_share(n, chunk, k)
-            if cnt > 0:
-                prim.copy_bytes(out, table[ROW * p + RECV_OFF] + k * chunk + lo, scratch,
-                                (2 * p + k % 2) * chunk + lo, cnt, tid, nt)
-            _signal(chans[j], 2 * b + 1)
-    return True
+def lanes_in_call(table, chunk, lanes, lane_bytes, rank, nranks):
+    """Every send and receive lane of the call (blocks from this index on have none)."""
+    total = 0
+    for p in range(nranks):
+        if p != rank:
+            total += lanes_of(table[ROW * p + SEND_N], chunk, lanes, lane_bytes)
+            total += lanes_of(table[ROW * p + RECV_N], chunk, lanes, lane_bytes)
+    return total
 
 
 @cuda.jit(device=True)
-def reduce_round(chans, table, inp, out, scratch, chunk, rank, nranks, k, tid, nt, kind, op):
-    """At the root, round ``k`` of every rank's data (ours from ``inp``, the peers' from their scratch slots)
-    reduced in rank order into ``out``, then a credit to every peer; False when a wait failed."""
-    b = cuda.blockIdx.x
-    n = table[ROW * peer_rank(0, rank) + RECV_N]
-    if k * chunk >= n:
-        return True
-    failed = 0
-    if tid < nranks - 1 and not sem.wait_for(chans[tid], 2 * b, OP_RECV_DATA):
-        failed = 1
-    if cuda.syncthreads_or(failed):
+def slice_of(nbytes, chunk, k, lane, nlanes):
+    """(first byte within round ``k``, byte count) of lane ``lane`` of ``nlanes``: the same 16-byte-aligned slice
+    of every round (a short last round ends early); count <= 0: none."""
+    r_n = min(chunk, nbytes - k * chunk)
+    each = ((min(nbytes, chunk) + nlanes - 1) // nlanes + 15) // 16 * 16
+    lo = min(lane * each, r_n)
+    return lo, min(each, r_n - lo)
+
+
+@cuda.jit(device=True)
+def send_lane(ch, table, inp, chunk, slots, rank, p, k, lane, nlanes, tid, nt):
+    """Round ``k`` of lane ``lane`` of our send range to ``p`` into slot k % ``slots`` of our ring in its scratch,
+    once it freed that slot (credit of round k - slots on semaphore 2 lane + 1); False when the wait failed."""
+    if k >= slots and waited(ch, 2 * lane + 1, OP_SEND_CREDIT):
         return False
-    lo, cnt = round_share(n, chunk, k)
+    n = table[ROW * p + SEND_N]
+    lo, cnt = slice_of(n, chunk, k, lane, nlanes)
     if cnt > 0:
-        at = k * chunk + lo
-        red.reduce_slots(out, table[ROW * rank + RECV_OFF] + at, inp, table[ROW * rank + SEND_OFF] + at, rank,
-                         scratch, (k % 2) * chunk + lo, 2 * chunk, nranks, cnt, tid, nt, kind, op, chans)
-    cuda.syncthreads()
-    if tid < nranks - 1:
-        mc.signal(chans[tid], 2 * b + 1)
+        prim.copy_bytes(ch.dst, (rank * slots + k % slots) * chunk + lo, inp,
+                        table[ROW * p + SEND_OFF] + k * chunk + lo, cnt, tid, nt)
+    _signal(ch, 2 * lane)
     return True
 
 
 @cuda.jit(device=True)
-def drain_credits(credits, idx, table, chunk, rank, nranks):
-    """Wait on semaphore ``idx`` of ``credits[j]`` for the credits of the last two rounds sent to each peer j:
-    its scratch halves are free again."""
+def receive_lane(ch, table, out, scratch, chunk, slots, p, k, lane, nlanes, tid, nt):
+    """Round ``k`` of lane ``lane`` of ``p``'s range out of its ring in our scratch (after its signal on semaphore
+    2 lane), then its credit; False when the wait failed."""
+    if waited(ch, 2 * lane, OP_RECV_DATA):
+        return False
+    n = table[ROW * p + RECV_N]
+    lo, cnt = slice_of(n, chunk, k, lane, nlanes)
+    if cnt > 0:
+        prim.copy_bytes(out, table[ROW * p + RECV_OFF] + k * chunk + lo, scratch,
+                        (p * slots + k % slots) * chunk + lo, cnt, tid, nt)
+    _signal(ch, 2 * lane + 1)
+    return True
+
+
+@cuda.jit(device=True)
+def exchange_round(chans, table, inp, out, scratch, chunk, slots, lanes, lane_bytes, rank, nranks, k, tid, nt):
+    """Round ``k`` of the calling block's lanes: lanes are numbered every peer's send lanes first, then every peer's
+    receive lanes, and lane i is block i % blocks's; its sends go before its receives. False when a wait failed."""
+    b, nb = cuda.blockIdx.x, cuda.gridDim.x
+    i = 0
+    for receiving in range(2):
+        for j in range(nranks - 1):
+            p = peer_rank(j, rank)
+            n = table[ROW * p + (RECV_N if receiving else SEND_N)]
+            nl = lanes_of(n, chunk, lanes, lane_bytes)
+            for lane in range(nl):
+                if i % nb == b and k * chunk < n:
+                    if receiving:
+                        if not receive_lane(chans[j], table, out, scratch, chunk, slots, p, k, lane, nl, tid, nt):
+                            return False
+                    elif not send_lane(chans[j], table, inp, chunk, slots, rank, p, k, lane, nl, tid, nt):
+                        return False
+                i += 1
+    return True
+
+
+@cuda.jit(device=True)
+def drain_lanes(chans, table, chunk, slots, lanes, lane_bytes, rank, nranks):
+    """Every send lane of the calling block waits for the credits of its last rounds: the rings are free again for
+    the next call."""
+    b, nb = cuda.blockIdx.x, cuda.gridDim.x
+    i = 0
     for j in range(nranks - 1):
         n = table[ROW * peer_rank(j, rank) + SEND_N]
-        for _ in range(min(2, (n + chunk - 1) // chunk)):
-            if waited(credits[j], idx, OP_SEND_CREDIT):
-                return
+        nl = lanes_of(n, chunk, lanes, lane_bytes)
+        for lane in range(nl):
+            if i % nb == b:
+                for _ in range(min(slots, (n + chunk - 1) // chunk)):
+                    if waited(chans[j], 2 * lane + 1, OP_SEND_CREDIT):
+                        return
+            i += 1
+
+
+@cuda.jit(device=True)
+def send_to_root(chans, table, inp, chunk, slots, rank, root, tid, nt):
+    """A reduce off the root: our range, every block its slice of each round, into ring ``rank`` of the root's
+    scratch (after the credit of round k - ``slots``), then the last credits; False when a wait failed."""
+    ch = chans[peer_index(root, rank)]
+    b = cuda.blockIdx.x
+    n = table[ROW * root + SEND_N]
+    sent = (n + chunk - 1) // chunk
+    for k in range(sent):
+        if k >= slots and waited(ch, 2 * b + 1, OP_SEND_CREDIT):
+            return False
+        lo, cnt = round_share(n, chunk, k)
+        if cnt > 0:
+            prim.copy_bytes(ch.dst, (rank * slots + k % slots) * chunk + lo, inp,
+                            table[ROW * root + SEND_OFF] + k * chunk + lo, cnt, tid, nt)
+        _signal(ch, 2 * b)
+    for _ in range(min(slots, sent)):
+        if waited(ch, 2 * b + 1, OP_SEND_CREDIT):
+            return False
+    return True
+
+
+@cuda.jit(device=True)
+def reduce_at_root(chans, table, inp, out, scratch, chunk, slots, rank, nranks, tid, nt, kind, op):
+    """At the root, round k of every rank's data (ours from ``inp``, the peers' from ring slot k % ``slots`` of
+    their rings) reduced in rank order into ``out``, thread j waiting for peer j, then a credit to every peer;
+    False when a wait failed."""
+    b = cuda.blockIdx.x
+    n = table[ROW * peer_rank(0, rank) + RECV_N]
+    for k in range((n + chunk - 1) // chunk):
+        failed = 0
+        if tid < nranks - 1 and not sem.wait_for(chans[tid], 2 * b, OP_RECV_DATA):
+            failed = 1
+        if cuda.syncthreads_or(failed):
+            return False
+        lo, cnt = round_share(n, chunk, k)
+        if cnt > 0:
+            at = k * chunk + lo
+            red.reduce_slots(out, table[ROW * rank + RECV_OFF] + at, inp, table[ROW * rank + SEND_OFF] + at, rank,
+                             scratch, (k % slots) * chunk + lo, slots * chunk, nranks, cnt, tid, nt, kind, op, chans)
+        cuda.syncthreads()
+        if tid < nranks - 1:
+            mc.signal(chans[tid], 2 * b + 1)
+    return True
 
 
 @cuda.jit(device=True)
@@ -218,28 +294,33 @@ def copy_own(table, inp, out, rank, tid, nt):
 
 
 @cuda.jit(device=True)
-def peer_exchange(chans, areas, area, table, inp, out, scratch, seqs, chunk, rank, nranks, root, kind, op):
-    """One call: the pair check, our own range copied (unless in place), then the rounds; ``root`` >= 0: a
-    reduce into ``root`` (its receive ranges are the peers' data, reduced with ``kind`` and ``op``)."""
+def peer_exchange(chans, areas, area, table, inp, out, scratch, seqs, chunk, slots, lanes, lane_bytes, rank, nranks,
+                  root, kind, op):
+    """One call: the pair check, our own range copied (unless in place), then the rounds of the block's lanes
+    (a block with none ends); ``root`` >= 0: a reduce into ``root``, reduced with ``kind`` and ``op``."""
     tid, nt = cuda.threadIdx.x, cuda.blockDim.x
     post_descriptors(areas, table, seqs, rank, nranks)
     if not pairs_agree(chans, area, table, seqs, rank, nranks):
         return
-    if root < 0:
-        copy_own(table, inp, out, rank, tid, nt)
+    if root == rank:
+        reduce_at_root(chans, table, inp, out, scratch, chunk, slots, rank, nranks, tid, nt, kind, op)
+        return
+    if root >= 0:
+        send_to_root(chans, table, inp, chunk, slots, rank, root, tid, nt)
+        return
+    copy_own(table, inp, out, rank, tid, nt)
+    if cuda.blockIdx.x >= lanes_in_call(table, chunk, lanes, lane_bytes, rank, nranks):
+        return
     for k in range(rounds_of(table, rank, nranks, chunk)):
-        if not send_round(chans, table, inp, chunk, rank, nranks, k, tid, nt):
+        if not exchange_round(chans, table, inp, out, scratch, chunk, slots, lanes, lane_bytes, rank, nranks, k, tid,
+                              nt):
             return
-        if root < 0:
-            if not receive_round(chans, table, out, scratch, chunk, rank, nranks, k, tid, nt):
-                return
-        elif rank == root:
-            if not reduce_round(chans, table, inp, out, scratch, chunk, rank, nranks, k, tid, nt, kind, op):
-                return
-    drain_credits(chans, 2 * cuda.blockIdx.x + 1, table, chunk, rank, nranks)
+    drain_lanes(chans, table, chunk, slots, lanes, lane_bytes, rank, nranks)
 
 
 @cuda.jit(cache=True, **SIMPLE_LIMITS)
-def peer_exchange_simple(chans, areas, area, table, inp, out, scratch, seqs, chunk, rank, nranks, root, kind, op):
+def peer_exchange_simple(chans, areas, area, table, inp, out, scratch, seqs, chunk, slots, lanes, lane_bytes, rank,
+                         nranks, root, kind, op):
     """``peer_exchange`` (puts and semaphores)."""
-    peer_exchange(chans, areas, area, table, inp, out, scratch, seqs, chunk, rank, nranks, root, kind, op)
+    peer_exchange(chans, areas, area, table, inp, out, scratch, seqs, chunk, slots, lanes, lane_bytes, rank, nranks,
+                  root, kind, op)

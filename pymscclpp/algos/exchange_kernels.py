@@ -168,32 +168,27 @@ def slice_of(nbytes, chunk, k, lane, nlanes):
 
 
 @cuda.jit(device=True)
-def send_lane(ch, table, inp, chunk, slots, rank, p, k, lane, nlanes, tid, nt):
-    """Round ``k`` of lane ``lane`` of our send range to ``p`` into slot k % ``slots`` of our ring in its scratch,
-    once it freed that slot (credit of round k - slots on semaphore 2 lane + 1); False when the wait failed."""
-    if k >= slots and waited(ch, 2 * lane + 1, OP_SEND_CREDIT):
+def lane_round(chans, j, table, inp, out, scratch, chunk, slots, rank, p, k, lane, nlanes, receiving, tid, nt):
+    """Round ``k`` of lane ``lane`` of our stream with ``p`` (``chans[j]``). Sending: into slot k % ``slots`` of our ring in its
+    scratch once it freed that slot (credit of round k - slots on semaphore 2 lane + 1), then a signal on 2 lane;
+    receiving: out of its ring in our scratch after that signal, then the credit. False when the wait failed."""
+    ring = k % slots * chunk  # the round's slot in a ring
+    if receiving:
+        wait_idx, signal_idx, what, n = 2 * lane, 2 * lane + 1, OP_RECV_DATA, table[ROW * p + RECV_N]
+    else:
+        wait_idx, signal_idx, what, n = 2 * lane + 1, 2 * lane, OP_SEND_CREDIT, table[ROW * p + SEND_N]
+    if (receiving or k >= slots) and waited(chans[j], wait_idx, what):
         return False
-    n = table[ROW * p + SEND_N]
     lo, cnt = slice_of(n, chunk, k, lane, nlanes)
     if cnt > 0:
-        prim.copy_bytes(ch.dst, (rank * slots + k % slots) * chunk + lo, inp,
-                        table[ROW * p + SEND_OFF] + k * chunk + lo, cnt, tid, nt)
-    _signal(ch, 2 * lane)
-    return True
-
-
-@cuda.jit(device=True)
-def receive_lane(ch, table, out, scratch, chunk, slots, p, k, lane, nlanes, tid, nt):
-    """Round ``k`` of lane ``lane`` of ``p``'s range out of its ring in our scratch (after its signal on semaphore
-    2 lane), then its credit; False when the wait failed."""
-    if waited(ch, 2 * lane, OP_RECV_DATA):
-        return False
-    n = table[ROW * p + RECV_N]
-    lo, cnt = slice_of(n, chunk, k, lane, nlanes)
-    if cnt > 0:
-        prim.copy_bytes(out, table[ROW * p + RECV_OFF] + k * chunk + lo, scratch,
-                        (p * slots + k % slots) * chunk + lo, cnt, tid, nt)
-    _signal(ch, 2 * lane + 1)
+        if receiving:
+            dst, dst_off = out, table[ROW * p + RECV_OFF] + k * chunk
+            src, src_off = scratch, p * slots * chunk + ring
+        else:
+            dst, dst_off = chans[j].dst, rank * slots * chunk + ring
+            src, src_off = inp, table[ROW * p + SEND_OFF] + k * chunk
+        prim.copy_bytes(dst, dst_off + lo, src, src_off + lo, cnt, tid, nt)
+    _signal(chans[j], signal_idx)
     return True
 
 
@@ -209,12 +204,9 @@ def exchange_round(chans, table, inp, out, scratch, chunk, slots, lanes, lane_by
             n = table[ROW * p + (RECV_N if receiving else SEND_N)]
             nl = lanes_of(n, chunk, lanes, lane_bytes)
             for lane in range(nl):
-                if i % nb == b and k * chunk < n:
-                    if receiving:
-                        if not receive_lane(chans[j], table, out, scratch, chunk, slots, p, k, lane, nl, tid, nt):
-                            return False
-                    elif not send_lane(chans[j], table, inp, chunk, slots, rank, p, k, lane, nl, tid, nt):
-                        return False
+                if i % nb == b and k * chunk < n and not lane_round(chans, j, table, inp, out, scratch, chunk, slots,
+                                                                     rank, p, k, lane, nl, receiving != 0, tid, nt):
+                    return False
                 i += 1
     return True
 

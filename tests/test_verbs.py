@@ -114,6 +114,17 @@ def test_reduce_in_place_on_the_root():
     pool(2).run(vc.rooted, verb="reduce", count=77, root=1, inplace=True)
 
 
+@pytest.mark.parametrize("size,root,op,inplace", [(3, 0, "sum", False), (4, 1, "max", True), (4, 3, "sum", False)])
+def test_a_reduce_that_splits_into_shards_runs_as_reduce_scatter_then_gather(size, root, op, inplace):
+    # 1200 floats: 16-byte shards at 3 and 4 ranks (exchange_reduce.sharded), each several 1 KB exchange rounds
+    pool(size).run(vc.rooted, verb="reduce", count=1200, root=root, op=op, inplace=inplace)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
+def test_avg_of_a_sharded_reduce_divides_in_the_reduce_scatter(dtype):
+    pool(3).run(vc.avg, verb="reduce", count=96, dtype=dtype)
+
+
 @pytest.mark.parametrize("verb,algo", [("all_reduce", "packet"), ("all_reduce", "simple"), ("all_reduce", "rsag"),
                                        ("reduce_scatter", None), ("reduce", None)])
 @pytest.mark.parametrize("dtype", ["float32", "bfloat16", "int32"])

@@ -1,7 +1,8 @@
 """The exchange algorithms (``exchange_kernels``): send/recv groups, all-to-all with counts, gather, scatter and
 reduce on one host, each call one launch of one kernel whose per-peer table travels as kernel arguments (so a
-CUDA graph captures it), over lanes of their own: a MemoryChannel to every peer with two semaphores per lane (and per
-block, for a reduce), a ring of ``SLOTS`` slots per sender in the scratch, and a pair-check area. ``layout`` builds the table of a call.
+CUDA graph captures it), over lanes of their own: a MemoryChannel to every peer with two semaphores per lane
+(and per block, for a reduce), a ring of ``SLOTS`` slots per sender in the scratch, and a pair-check area.
+``layout`` builds the table of a call.
 """
 
 from __future__ import annotations
@@ -9,6 +10,7 @@ from __future__ import annotations
 import numpy as np
 from numba.core import types
 
+from .. import config
 from ..channels import reduce as red
 from ..runtime import handle_types as ht
 from ..runtime.backend import IS_SIM
@@ -45,6 +47,23 @@ def layout(nranks: int, sends: dict, recvs: dict, descriptors: dict | None) -> t
 def descriptor(collective: str, nbytes: int, dtype: str, op: str = "sum", root: int = 0) -> int:
     """What a rank trades with a peer about one direction of their call (``runtime.fingerprint``)."""
     return pack(collective, nbytes, dtype, op, root)
+
+
+def rooted_descriptors(nranks: int, rank: int, collective: str, nbytes: int, dtype: str, root: int,
+                       op: str = "sum") -> dict | None:
+    """Pair descriptors of a rooted call moving ``nbytes`` between the root and every other rank, toward the
+    root (gather, reduce) or from it (scatter); nothing between two ranks that are not the root (None: the check
+    is off)."""
+    if not config.get("PYMSCCLPP_CHECK"):
+        return None
+    to_root = collective != "scatter"
+    out = {}
+    for p in range(nranks):
+        if p != rank:
+            sends, receives = ((p == root), (rank == root)) if to_root else ((rank == root), (p == root))
+            out[p] = (descriptor(collective, nbytes if sends else 0, dtype, op, root),
+                      descriptor(collective, nbytes if receives else 0, dtype, op, root))
+    return out
 
 
 class ExchangeLanes:

@@ -169,9 +169,10 @@ def slice_of(nbytes, chunk, k, lane, nlanes):
 
 @cuda.jit(device=True)
 def lane_round(chans, j, table, inp, out, scratch, chunk, slots, rank, p, k, lane, nlanes, receiving, tid, nt):
-    """Round ``k`` of lane ``lane`` of our stream with ``p`` (``chans[j]``). Sending: into slot k % ``slots`` of our ring in its
-    scratch once it freed that slot (credit of round k - slots on semaphore 2 lane + 1), then a signal on 2 lane;
-    receiving: out of its ring in our scratch after that signal, then the credit. False when the wait failed."""
+    """Round ``k`` of lane ``lane`` of our stream with ``p`` (``chans[j]``). Sending: into slot k % ``slots`` of
+    our ring in its scratch once it freed that slot (credit of round k - slots on semaphore 2 lane + 1), then a
+    signal on 2 lane; receiving: out of its ring in our scratch after that signal, then the credit. False when
+    the wait failed."""
     ring = k % slots * chunk  # the round's slot in a ring
     if receiving:
         wait_idx, signal_idx, what, n = 2 * lane, 2 * lane + 1, OP_RECV_DATA, table[ROW * p + RECV_N]

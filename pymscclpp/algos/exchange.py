@@ -1,6 +1,6 @@
 """The exchange algorithms (``exchange_kernels``): send/recv groups, all-to-all with counts, gather, scatter and
 reduce on one host, each call one launch of one kernel whose per-peer table travels as kernel arguments (so a
-CUDA graph captures it), over lanes of their own: a MemoryChannel to every peer with two semaphores per lane
+CUDA graph captures it), over lanes of their own: a MemoryChannel to every peer with two semaphores per stripe
 (and per block, for a reduce), a ring of ``SLOTS`` slots per sender in the scratch, and a pair-check area.
 ``layout`` builds the table of a call.
 """
@@ -23,14 +23,14 @@ from .exchange_kernels import AREA_SLOT, ROW, peer_exchange_simple  # noqa: F401
 from .grid import blocks_for
 
 EXCHANGED = ("send_recv", "all_to_allv", "gather", "scatter", "reduce")  # the collectives these algorithms serve
-# the simulator runs blocks one after another, so one block (``exchange_kernels``); its rounds, lanes and rings
-# small, so tests run many lanes, rounds and wrap-arounds
+# the simulator runs blocks one after another, so one block (``exchange_kernels``); its rounds, stripes and
+# rings small, so tests run many stripes, rounds and wrap-arounds
 GRID = (1, 32) if IS_SIM else (32, 512)
 CHUNK = 4096 if IS_SIM else 1 << 20  # the cross-host exchange's bytes per round and sender (two halves each)
 SLOTS = 4  # ring slots per sender
 SLOT_BYTES = 1024 if IS_SIM else 1 << 20  # bytes per round and sender
-LANES = 4 if IS_SIM else 16  # the most lanes a stream runs on
-LANE_BYTES = 256 if IS_SIM else 64 << 10  # a stream takes a lane per LANE_BYTES of a round
+STRIPES = 4 if IS_SIM else 16  # the most stripes a stream runs on (``exchange_kernels``)
+STRIPE_BYTES = 256 if IS_SIM else 64 << 10  # a stream takes a stripe per STRIPE_BYTES of a round
 
 
 def layout(nranks: int, sends: dict, recvs: dict, descriptors: dict | None) -> tuple:
@@ -74,11 +74,14 @@ class ExchangeLanes:
         from numba import cuda
         self.size, self.rank = comm.size, comm.rank
         self.blocks = blocks_for(comm, GRID[0])
+        # a stream's stripes: half the grid, so a ring's send and receive stripes fill it and a rank with many
+        # peers has few per block (the simulator's one block: STRIPES, so tests run several)
+        self.stripes = STRIPES if IS_SIM else max(1, min(STRIPES, self.blocks // 2))
         self.scratch = alloc(SLOTS * comm.size * SLOT_BYTES)
         self.area = alloc(2 * comm.size * AREA_SLOT)
         peers = [p for p in range(comm.size) if p != comm.rank]
         self.channels = comm.memory_channels(peers, src=self.scratch, inbox=self.scratch,
-                                             semaphores=2 * max(self.blocks, LANES))
+                                             semaphores=2 * max(self.blocks, STRIPES))
         self.remotes = [comm.exchange_memory(self.area, p) for p in peers]
         self.view = self.channels[peers[0]].inbox  # the scratch as the uint8 array kernels take
         self.address = buffer_info(self.scratch).ptr
@@ -86,8 +89,8 @@ class ExchangeLanes:
         args = {"chans": tuple(self.channels[p].device_handle() for p in peers),
                 "areas": tuple(r.array for r in self.remotes), "area": self.area,
                 "table": (0,) * (ROW * comm.size), "inp": self.view, "out": self.view, "scratch": self.view,
-                "seqs": self.seqs, "chunk": SLOT_BYTES, "slots": SLOTS, "lanes": LANES,
-                "lane_bytes": LANE_BYTES, "rank": comm.rank, "nranks": comm.size, "root": -1, "kind": 0,
+                "seqs": self.seqs, "chunk": SLOT_BYTES, "slots": SLOTS, "stripes": self.stripes,
+                "stripe_bytes": STRIPE_BYTES, "rank": comm.rank, "nranks": comm.size, "root": -1, "kind": 0,
                 "op": 0}
         self.kernel_launch = Launch(peer_exchange_simple, self.blocks, GRID[1], args, argtypes=argtypes(comm.size))
 

@@ -10,10 +10,10 @@ per-pair area, flagged with a per-pair sequence number), and a disagreement is r
 
 Data goes in rounds of ``chunk`` bytes through a ring of ``slots`` slots per sender in the receiver's scratch:
 the sender writes round k once the receiver freed round k - slots of that slot, the receiver copies it out and
-returns a credit. Every pair's stream runs on lanes (``lanes_of``: by its bytes, so both ends agree), lane l a
-slice of every round with semaphores 2l (data) and 2l + 1 (credits) of the pair's channel; the lanes of all
-peers spread over the blocks, so every peer's transfer runs at once. Each block does its lanes' sends of a round
-before their receives, so every wait depends on a step that comes earlier on its peer: no deadlock for any
+returns a credit. Every pair's stream runs on stripes (``stripes_of``: by its bytes, so both ends agree), stripe
+l a slice of every round with semaphores 2l (data) and 2l + 1 (credits) of the pair's channel; the stripes of
+all peers spread over the blocks, so every peer's transfer runs at once. Each block does its stripes' sends of a
+round before their receives, so every wait depends on a step that comes earlier on its peer: no deadlock for any
 pattern while every block runs (``grid``: the grid fits; the simulator, which runs blocks one after another,
 runs one). A reduce has every block stream a slice of each rank's range into the root, which reduces each round
 of all peers at once.
@@ -138,49 +138,49 @@ def _signal(ch, idx):
 
 
 @cuda.jit(device=True)
-def lanes_of(nbytes, chunk, lanes, lane_bytes):
-    """Lanes a stream of ``nbytes`` runs on (0: none): one per ``lane_bytes`` of a round, at most ``lanes``. Both
+def stripes_of(nbytes, chunk, stripes, stripe_bytes):
+    """Stripes a stream of ``nbytes`` runs on (0: none): one per ``stripe_bytes`` of a round, at most ``stripes``. Both
     ends know the stream's bytes, so they agree."""
     if nbytes <= 0:
         return 0
-    return max(1, min(lanes, (min(nbytes, chunk) + lane_bytes - 1) // lane_bytes))
+    return max(1, min(stripes, (min(nbytes, chunk) + stripe_bytes - 1) // stripe_bytes))
 
 
 @cuda.jit(device=True)
-def lanes_in_call(table, chunk, lanes, lane_bytes, rank, nranks):
-    """Every send and receive lane of the call (blocks from this index on have none)."""
+def stripes_in_call(table, chunk, stripes, stripe_bytes, rank, nranks):
+    """Every send and receive stripe of the call (blocks from this index on have none)."""
     total = 0
     for p in range(nranks):
         if p != rank:
-            total += lanes_of(table[ROW * p + SEND_N], chunk, lanes, lane_bytes)
-            total += lanes_of(table[ROW * p + RECV_N], chunk, lanes, lane_bytes)
+            total += stripes_of(table[ROW * p + SEND_N], chunk, stripes, stripe_bytes)
+            total += stripes_of(table[ROW * p + RECV_N], chunk, stripes, stripe_bytes)
     return total
 
 
 @cuda.jit(device=True)
-def slice_of(nbytes, chunk, k, lane, nlanes):
-    """(first byte within round ``k``, byte count) of lane ``lane`` of ``nlanes``: the same 16-byte-aligned slice
+def slice_of(nbytes, chunk, k, stripe, nstripes):
+    """(first byte within round ``k``, byte count) of stripe ``stripe`` of ``nstripes``: the same 16-byte-aligned slice
     of every round (a short last round ends early); count <= 0: none."""
     r_n = min(chunk, nbytes - k * chunk)
-    each = ((min(nbytes, chunk) + nlanes - 1) // nlanes + 15) // 16 * 16
-    lo = min(lane * each, r_n)
+    each = ((min(nbytes, chunk) + nstripes - 1) // nstripes + 15) // 16 * 16
+    lo = min(stripe * each, r_n)
     return lo, min(each, r_n - lo)
 
 
 @cuda.jit(device=True)
-def lane_round(chans, j, table, inp, out, scratch, chunk, slots, rank, p, k, lane, nlanes, receiving, tid, nt):
-    """Round ``k`` of lane ``lane`` of our stream with ``p`` (``chans[j]``). Sending: into slot k % ``slots`` of
-    our ring in its scratch once it freed that slot (credit of round k - slots on semaphore 2 lane + 1), then a
-    signal on 2 lane; receiving: out of its ring in our scratch after that signal, then the credit. False when
+def stripe_round(chans, j, table, inp, out, scratch, chunk, slots, rank, p, k, stripe, nstripes, receiving, tid, nt):
+    """Round ``k`` of stripe ``stripe`` of our stream with ``p`` (``chans[j]``). Sending: into slot k % ``slots`` of
+    our ring in its scratch once it freed that slot (credit of round k - slots on semaphore 2 stripe + 1), then a
+    signal on 2 stripe; receiving: out of its ring in our scratch after that signal, then the credit. False when
     the wait failed."""
     ring = k % slots * chunk  # the round's slot in a ring
     if receiving:
-        wait_idx, signal_idx, what, n = 2 * lane, 2 * lane + 1, OP_RECV_DATA, table[ROW * p + RECV_N]
+        wait_idx, signal_idx, what, n = 2 * stripe, 2 * stripe + 1, OP_RECV_DATA, table[ROW * p + RECV_N]
     else:
-        wait_idx, signal_idx, what, n = 2 * lane + 1, 2 * lane, OP_SEND_CREDIT, table[ROW * p + SEND_N]
+        wait_idx, signal_idx, what, n = 2 * stripe + 1, 2 * stripe, OP_SEND_CREDIT, table[ROW * p + SEND_N]
     if (receiving or k >= slots) and waited(chans[j], wait_idx, what):
         return False
-    lo, cnt = slice_of(n, chunk, k, lane, nlanes)
+    lo, cnt = slice_of(n, chunk, k, stripe, nstripes)
     if cnt > 0:
         if receiving:
             dst, dst_off = out, table[ROW * p + RECV_OFF] + k * chunk
@@ -194,37 +194,38 @@ def lane_round(chans, j, table, inp, out, scratch, chunk, slots, rank, p, k, lan
 
 
 @cuda.jit(device=True)
-def exchange_round(chans, table, inp, out, scratch, chunk, slots, lanes, lane_bytes, rank, nranks, k, tid, nt):
-    """Round ``k`` of the calling block's lanes: lanes are numbered every peer's send lanes first, then every peer's
-    receive lanes, and lane i is block i % blocks's; its sends go before its receives. False when a wait failed."""
+def exchange_round(chans, table, inp, out, scratch, chunk, slots, stripes, stripe_bytes, rank, nranks, k, tid, nt):
+    """Round ``k`` of the calling block's stripes: stripes are numbered every peer's send stripes first, then every
+    peer's receive stripes, and stripe i is block i % blocks's; its sends go before its receives. False when a
+    wait failed."""
     b, nb = cuda.blockIdx.x, cuda.gridDim.x
     i = 0
     for receiving in range(2):
         for j in range(nranks - 1):
             p = peer_rank(j, rank)
             n = table[ROW * p + (RECV_N if receiving else SEND_N)]
-            nl = lanes_of(n, chunk, lanes, lane_bytes)
-            for lane in range(nl):
-                if i % nb == b and k * chunk < n and not lane_round(chans, j, table, inp, out, scratch, chunk, slots,
-                                                                     rank, p, k, lane, nl, receiving != 0, tid, nt):
+            nl = stripes_of(n, chunk, stripes, stripe_bytes)
+            for stripe in range(nl):
+                if i % nb == b and k * chunk < n and not stripe_round(chans, j, table, inp, out, scratch, chunk, slots,
+                                                                     rank, p, k, stripe, nl, receiving != 0, tid, nt):
                     return False
                 i += 1
     return True
 
 
 @cuda.jit(device=True)
-def drain_lanes(chans, table, chunk, slots, lanes, lane_bytes, rank, nranks):
-    """Every send lane of the calling block waits for the credits of its last rounds: the rings are free again for
+def drain_stripes(chans, table, chunk, slots, stripes, stripe_bytes, rank, nranks):
+    """Every send stripe of the calling block waits for the credits of its last rounds: the rings are free again for
     the next call."""
     b, nb = cuda.blockIdx.x, cuda.gridDim.x
     i = 0
     for j in range(nranks - 1):
         n = table[ROW * peer_rank(j, rank) + SEND_N]
-        nl = lanes_of(n, chunk, lanes, lane_bytes)
-        for lane in range(nl):
+        nl = stripes_of(n, chunk, stripes, stripe_bytes)
+        for stripe in range(nl):
             if i % nb == b:
                 for _ in range(min(slots, (n + chunk - 1) // chunk)):
-                    if waited(chans[j], 2 * lane + 1, OP_SEND_CREDIT):
+                    if waited(chans[j], 2 * stripe + 1, OP_SEND_CREDIT):
                         return
             i += 1
 
@@ -287,9 +288,9 @@ def copy_own(table, inp, out, rank, tid, nt):
 
 
 @cuda.jit(device=True)
-def peer_exchange(chans, areas, area, table, inp, out, scratch, seqs, chunk, slots, lanes, lane_bytes, rank, nranks,
+def peer_exchange(chans, areas, area, table, inp, out, scratch, seqs, chunk, slots, stripes, stripe_bytes, rank, nranks,
                   root, kind, op):
-    """One call: the pair check, our own range copied (unless in place), then the rounds of the block's lanes
+    """One call: the pair check, our own range copied (unless in place), then the rounds of the block's stripes
     (a block with none ends); ``root`` >= 0: a reduce into ``root``, reduced with ``kind`` and ``op``."""
     tid, nt = cuda.threadIdx.x, cuda.blockDim.x
     post_descriptors(areas, table, seqs, rank, nranks)
@@ -302,18 +303,18 @@ def peer_exchange(chans, areas, area, table, inp, out, scratch, seqs, chunk, slo
         send_to_root(chans, table, inp, chunk, slots, rank, root, tid, nt)
         return
     copy_own(table, inp, out, rank, tid, nt)
-    if cuda.blockIdx.x >= lanes_in_call(table, chunk, lanes, lane_bytes, rank, nranks):
+    if cuda.blockIdx.x >= stripes_in_call(table, chunk, stripes, stripe_bytes, rank, nranks):
         return
     for k in range(rounds_of(table, rank, nranks, chunk)):
-        if not exchange_round(chans, table, inp, out, scratch, chunk, slots, lanes, lane_bytes, rank, nranks, k, tid,
-                              nt):
+        if not exchange_round(chans, table, inp, out, scratch, chunk, slots, stripes, stripe_bytes, rank, nranks, k,
+                              tid, nt):
             return
-    drain_lanes(chans, table, chunk, slots, lanes, lane_bytes, rank, nranks)
+    drain_stripes(chans, table, chunk, slots, stripes, stripe_bytes, rank, nranks)
 
 
 @cuda.jit(cache=True, **SIMPLE_LIMITS)
-def peer_exchange_simple(chans, areas, area, table, inp, out, scratch, seqs, chunk, slots, lanes, lane_bytes, rank,
+def peer_exchange_simple(chans, areas, area, table, inp, out, scratch, seqs, chunk, slots, stripes, stripe_bytes, rank,
                          nranks, root, kind, op):
     """``peer_exchange`` (puts and semaphores)."""
-    peer_exchange(chans, areas, area, table, inp, out, scratch, seqs, chunk, slots, lanes, lane_bytes, rank, nranks,
+    peer_exchange(chans, areas, area, table, inp, out, scratch, seqs, chunk, slots, stripes, stripe_bytes, rank, nranks,
                   root, kind, op)

@@ -75,10 +75,10 @@ def _executor_kernels():
         kind = DTYPE_KINDS[dtype] if xplan.reduces else None
         spec = KernelSpec(xplan, 0, kind, OPS["sum"], ck.ITEMSIZE[dtype], size_class, 0, False)
         module, _ = load_module(spec)
-        types_of = {**ck.ARG_TYPES, "cc": ck.callcheck(n - 1)}
+        types_of = {**ck.ARG_TYPES, "call_check": ck.callcheck(n - 1)}
         sig = tuple(ck.SEM if a.startswith("sem") else ck.PORT if a.startswith("pc") else types_of.get(a, ck.U8)
                     for a in spec.arg_names)
-        label = f"exec_{name}{'_ll' if kwargs.get('protocol') == 'LL' else ''}{'_ports' if 'hosts' in kwargs else ''}"
+        label = f"exec_{name}{'_packet' if kwargs.get('protocol') == 'packet' else ''}{'_ports' if 'hosts' in kwargs else ''}"
         yield f"{label}_{n}r", module.kernel.py_func, sig
 
 

@@ -16,7 +16,7 @@ from .errors import (BackendError, BootstrapError, CallMismatchError, CommTimeou
 if TYPE_CHECKING:  # what __getattr__ loads on first use, for type checkers
     from .communicator import Communicator
     from .runtime.bootstrap import UniqueId, get_unique_id
-    from .runtime.memory import alloc
+    from .runtime.memory import alloc, view_as
 
 BACKEND = _backend.BACKEND
 # every file whose code ends up in a compiled kernel, or whose constants do: what kept kernels are keyed by
@@ -24,11 +24,11 @@ _DEVICE_SOURCES = ("channels", "algos", "callcheck", "executor/device.py", "exec
                    "runtime/device_errors.py", "runtime/fifo.py", "bench/memory_channel.py", "bench/port_channel.py")
 _kernel_cache.configure(_DEVICE_SOURCES)  # before any layer defines a cache=True kernel
 _LAZY = {"Communicator": "communicator", "UniqueId": "runtime.bootstrap", "get_unique_id": "runtime.bootstrap",
-         "alloc": "runtime.memory"}
+         "alloc": "runtime.memory", "view_as": "runtime.memory"}
 
 __all__ = ["BACKEND", "BackendError", "Communicator", "alloc", "UniqueId", "get_unique_id", "BootstrapError",
            "CallMismatchError", "CommTimeoutError", "InvalidUsageError", "PeerDisconnectedError", "PymscclppError", "RegistrationError",
-           "__version__"]
+           "__version__", "view_as"]
 
 
 def __getattr__(name: str) -> Any:

@@ -62,3 +62,13 @@ def test_no_driver_means_no_driver_function(monkeypatch):
     from pymscclpp.runtime import backend
     monkeypatch.setattr(backend, "libcuda", lambda: None)
     assert backend.driver_function(("cuInit",), []) is None
+
+
+def test_simulator_notice_starts_on_its_own_line_after_buffered_stdout():
+    clean = {k: v for k, v in os.environ.items()
+             if k not in ("PYMSCCLPP_BACKEND", "NUMBA_ENABLE_CUDASIM", "PYTHONUNBUFFERED")}  # stdout buffered
+    code = "print('the line before'); from pymscclpp.runtime import backend; backend.announce(0)"
+    proc = subprocess.run([sys.executable, "-c", code], env=clean, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                          text=True, timeout=60)  # one pipe, as mpiexec merges a rank's stdout and stderr
+    assert proc.returncode == 0, proc.stdout
+    assert proc.stdout.index("the line before\n") < proc.stdout.index("no CUDA GPU visible"), proc.stdout

@@ -262,6 +262,13 @@ def test_recv_timeout_raises_comm_timeout_naming_rank_peer_tag_and_op(group, kin
 
 
 @pytest.mark.parametrize("kind", KINDS)
+def test_all_gather_timeout_names_what_was_gathered(group, kind):
+    b, _ = group(kind, 2)
+    with pytest.raises(CommTimeoutError, match=r"rank 0: all_gather of host ids.* timed out after 0.2 s"):
+        b.all_gather(b"lonely", timeout=0.2, what="host ids")
+
+
+@pytest.mark.parametrize("kind", KINDS)
 def test_default_timeout_comes_from_pymscclpp_timeout_s(monkeypatch, kind):
     monkeypatch.setenv("PYMSCCLPP_TIMEOUT_S", "0.3")
     bs = make_group(kind, 2, timeout=None)

@@ -40,3 +40,22 @@ def test_the_digest_covers_every_file_with_device_functions():
         covered |= set(path.glob("*.py")) if path.is_dir() else {path}
     devices = {p for p in root.rglob("*.py") if "@cuda.jit(device=True" in p.read_text()}
     assert devices <= covered, sorted(str(p.relative_to(root)) for p in devices - covered)
+
+
+def test_a_kept_cubin_is_loaded_once_per_context_however_many_launches_use_it(tmp_path, monkeypatch):
+    """Every communicator's launches share a kernel's module: loading one per launch grew GPU memory per
+    communicator made (bench/close_cycles.py on the GPU)."""
+    from pymscclpp.algos.exchange_kernels import peer_exchange_simple
+    from pymscclpp.runtime import kernel_cache, numba_compat
+    monkeypatch.setattr(kernel_cache, "_functions", {})
+    cubin = tmp_path / "peer_exchange_simple-0.cubin"
+    cubin.write_bytes(b"entry\ncubin bytes")
+    loads = []
+    monkeypatch.setattr(numba_compat, "load_binary", lambda data, entry: loads.append((data, entry)) or 1000 + len(loads))
+    monkeypatch.setattr(numba_compat, "context_id", lambda: context[0])
+    monkeypatch.setattr(kernel_cache, "_cubin_path", lambda kernel, argtypes, cc: cubin)
+    context = [7]
+    first = [kernel_cache.function_for(peer_exchange_simple, ("types",)) for _ in range(3)]
+    assert loads == [(b"cubin bytes", "entry")] and {f[0] for f in first} == {1001}
+    context[0] = 8  # another context (a new device context): its own module
+    assert kernel_cache.function_for(peer_exchange_simple, ("types",))[0] == 1002

@@ -32,9 +32,10 @@ def check_pairs(comm, table: tuple) -> None:
              if p != comm.rank and (table[ROW * p + SEND_FP] or table[ROW * p + RECV_FP])]
     tags = {p: comm.next_pair_tag(p) for p in peers}
     for p in peers:
-        comm.bootstrap.send(_PAIR.pack(table[ROW * p + SEND_FP], table[ROW * p + RECV_FP]), p, tags[p])
+        comm.bootstrap.send(_PAIR.pack(table[ROW * p + SEND_FP], table[ROW * p + RECV_FP]), p, tags[p],
+                            what="the pair check's descriptors")
     for p in peers:
-        blob = comm.bootstrap.recv(p, tags[p], timeout=comm.timeout_s)
+        blob = comm.bootstrap.recv(p, tags[p], timeout=comm.timeout_s, what="the pair check's descriptors")
         if len(blob) != _PAIR.size:
             raise InvalidUsageError(f"pair check: rank {p} sent {len(blob)} bytes, expected {_PAIR.size}")
         their_send, their_recv = _PAIR.unpack(blob)

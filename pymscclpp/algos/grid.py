@@ -27,7 +27,8 @@ class GridLimits:
     """The smallest SM count and block cap over every rank of a communicator (gathered once)."""
 
     def __init__(self, comm):
-        rows = [struct.unpack("<qq", raw) for raw in comm.bootstrap.all_gather(struct.pack("<qq", *_local_limits()))]
+        mine = struct.pack("<qq", *_local_limits())
+        rows = [struct.unpack("<qq", raw) for raw in comm.bootstrap.all_gather(mine, what="grid limits")]
         self.sms = min(sms for sms, _ in rows)
         caps = [cap for _, cap in rows if cap > 0]
         self.cap = min(caps) if caps else 0

@@ -246,7 +246,7 @@ def _agreed_counts(comm, send_counts: list[int], recv_counts: list[int], dtype: 
     """Trade every rank's counts over the bootstrap and raise the same InvalidUsageError on every rank unless
     rank i sends rank j what j receives from i (and the dtypes agree); the total elements moved."""
     blob = dtype.encode().ljust(16, b"\0") + b"".join(_COUNT.pack(c) for c in send_counts + recv_counts)
-    rows = comm.bootstrap.all_gather(blob, timeout=comm.timeout_s)
+    rows = comm.bootstrap.all_gather(blob, timeout=comm.timeout_s, what="every rank's all_to_all counts")
     n = comm.size
     table = []
     for peer, row in enumerate(rows):

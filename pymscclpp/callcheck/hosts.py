@@ -29,7 +29,7 @@ class HostCallCheck:
             return
         self.calls += 1
         ours = fingerprint_of(call, self.comm.size)
-        blobs = self.comm.bootstrap.all_gather(_RECORD.pack(ours), timeout=self.comm.timeout_s)
+        blobs = self.comm.bootstrap.all_gather(_RECORD.pack(ours), timeout=self.comm.timeout_s, what="call records")
         for peer, blob in enumerate(blobs):
             if len(blob) != _RECORD.size:
                 raise InvalidUsageError(f"call check: rank {peer} sent {len(blob)} bytes, expected {_RECORD.size}")

@@ -240,7 +240,7 @@ class Executor:
     def _check_same_plan(self, xplan: ExecutionPlan) -> None:
         """Every rank sets up the same plan (one all-gather per plan): ranks that chose plans for different
         host layouts fail here, on every rank, before any pair setup could hang."""
-        keys = self.comm.bootstrap.all_gather(xplan.key.encode())
+        keys = self.comm.bootstrap.all_gather(xplan.key.encode(), what="plan keys")
         if len(set(keys)) > 1:
             odd = [r for r, k in enumerate(keys) if k != keys[self.comm.rank]]
             raise PlanError(f"plan {xplan.name!r}: ranks {odd} set up a different plan than rank {self.comm.rank} "

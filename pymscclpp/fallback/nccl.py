@@ -98,7 +98,7 @@ class NcclFallback:
             lib = library("creating an NCCL communicator")
             mine = lib.unique_id() if self.comm.rank == 0 else b""
             try:
-                uid = self.comm.bootstrap.all_gather(mine)[0]
+                uid = self.comm.bootstrap.all_gather(mine, what="the NCCL unique id")[0]
             except CommTimeoutError as exc:
                 raise CommTimeoutError(f"{exc}: the first call that needs NCCL creates its communicator, "
                                        "so every rank must make it") from exc

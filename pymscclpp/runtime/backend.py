@@ -120,6 +120,7 @@ def announce(rank: int) -> None:
     global _announced
     if IS_SIM and rank == 0 and not _announced and _AUTO:
         _announced = True
+        sys.stdout.flush()  # the notice goes to stderr: never glued to the end of a buffered stdout line
         _log.warning("no CUDA GPU visible: running kernels on the numba CUDA simulator "
                      "(PYMSCCLPP_BACKEND=gpu|sim overrides)")
 

@@ -48,7 +48,7 @@ class Communicator:
                           else None if timeout_s is None
                           else config.checked_timeout_s(timeout_s, f"timeout_s={timeout_s!r}"))
         self.timeout_ns = 0 if self.timeout_s is None else int(self.timeout_s * 1e9)
-        self.host_ids = bootstrap.all_gather(host_id())
+        self.host_ids = bootstrap.all_gather(host_id(), what="host ids")
         me = self.host_ids[self.rank]
         self.local_peers = [r for r in range(self.size) if self.host_ids[r] == me]
         self.local_rank = self.local_peers.index(self.rank)
@@ -111,7 +111,7 @@ class Communicator:
 
     def _exchange_pools(self) -> dict[int, PeerPools]:
         mine = _POOL_MSG.pack(self.job_token, self.host_pool.segment.name.encode(), self.host_pool.segment.nbytes)
-        blobs = self.bootstrap.all_gather(mine + self.device_pool.registered.serialize())
+        blobs = self.bootstrap.all_gather(mine + self.device_pool.registered.serialize(), what="device-pool handles")
         pools = {}
         for peer in self.local_peers:
             if peer == self.rank:

@@ -75,24 +75,35 @@ def _cubin_path(kernel, argtypes: tuple, cc: tuple[int, int]) -> Path | None:
     return root() / "cubin" / device_code_digest() / f"{kernel.py_func.__name__}-{h.hexdigest()[:24]}.cubin"
 
 
+_functions: dict[tuple[Path, int], int] = {}  # (cubin, context) -> CUfunction: each module loaded once per context
+
+
 def function_for(kernel, argtypes: tuple) -> tuple[int, float, bool]:
     """(CUfunction, seconds to get it, whether it came from disk) of dispatcher ``kernel`` for ``argtypes`` in
-    the current context: a kept cubin if there is one, else numba compiles (or loads its cache) and the cubin
-    is kept."""
+    the current context: the one got before (every communicator's launches share it: loading a module per launch
+    grew GPU memory with each communicator made), else a kept cubin if there is one, else numba compiles (or loads
+    its cache) and the cubin is kept."""
     from numba import cuda
     start = time.perf_counter()
     path = _cubin_path(kernel, argtypes, cuda.get_current_device().compute_capability)
+    key = None if path is None else (path, nc.context_id())
+    if key in _functions:
+        return _functions[key], time.perf_counter() - start, True
+    func = None
     if path is not None and path.is_file():
         entry, _, cubin = path.read_bytes().partition(b"\n")
         try:
-            return nc.load_binary(cubin, entry.decode()), time.perf_counter() - start, True
+            func, hit = nc.load_binary(cubin, entry.decode()), True
         except BackendError:  # a damaged file: compile again and replace it
             pass
-    compiled, _, hit = nc.compile_for(kernel, argtypes)
-    func = nc.cu_function(compiled)
-    kept = nc.binary(compiled, cuda.get_current_device().compute_capability) if path is not None else None
-    if kept is not None:
-        _keep(path, kept[1].encode() + b"\n" + kept[0])
+    if func is None:
+        compiled, _, hit = nc.compile_for(kernel, argtypes)
+        func = nc.cu_function(compiled)
+        kept = nc.binary(compiled, cuda.get_current_device().compute_capability) if path is not None else None
+        if kept is not None:
+            _keep(path, kept[1].encode() + b"\n" + kept[0])
+    if key is not None:
+        _functions[key] = func
     return func, time.perf_counter() - start, hit
 
 

@@ -147,7 +147,7 @@ class LivenessMonitor:
     # -- public ----------------------------------------------------------------------------------
     def start(self) -> "LivenessMonitor":
         """Exchange pids with every rank (collective) and start the monitor thread; returns self."""
-        blobs = self.bootstrap.all_gather(struct.pack("<q", os.getpid()))
+        blobs = self.bootstrap.all_gather(struct.pack("<q", os.getpid()), what="process ids")
         # the k-th monitor of a bootstrap on every rank (starting is collective) beats under tag k: monitors of one
         # bootstrap never take each other's heartbeats or goodbyes
         k = _MONITORS_MADE.get(self.bootstrap, 0)

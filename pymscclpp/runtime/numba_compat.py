@@ -88,6 +88,13 @@ def binary(compiled, cc: tuple[int, int]) -> tuple[bytes, str] | None:
 _modules: list = []  # modules loaded from cubins stay loaded for the process
 
 
+def context_id() -> int:
+    """numba's current CUDA context as a number (functions loaded in one context are not valid in another)."""
+    from numba import cuda
+    handle = cuda.current_context().handle
+    return int(getattr(handle, "value", handle) or 0)
+
+
 def load_binary(cubin: bytes, entry: str) -> int:
     """The CUfunction (as an int) of ``entry`` in ``cubin``, loaded into numba's current context."""
     from cuda.bindings import driver as cu

@@ -142,12 +142,13 @@ class Bootstrap(abc.ABC):
         with self._waiting():
             return self._recv(peer, tag, self._deadline(timeout), _words("recv", "from", peer, tag, what))
 
-    def all_gather(self, data: bytes, timeout: float | None = None) -> list[bytes]:
-        """Every rank's ``data``, indexed by rank; all ranks must call it in the same order."""
+    def all_gather(self, data: bytes, timeout: float | None = None, what: str | None = None) -> list[bytes]:
+        """Every rank's ``data``, indexed by rank; all ranks must call it in the same order. ``what``: the data in
+        words, for errors."""
         payload = self._payload(data)
         self._check_open()
         with self._waiting():
-            return self._all_gather(payload, self._deadline(timeout))
+            return self._all_gather(payload, self._deadline(timeout), f"all_gather of {what}" if what else "all_gather")
 
     def barrier(self, timeout: float | None = None) -> None:
         """Return once every rank has entered the barrier."""
@@ -215,8 +216,8 @@ class Bootstrap(abc.ABC):
     def _close(self) -> None:
         """Release the transport's resources."""
 
-    def _all_gather(self, payload: bytes, deadline: Deadline) -> list[bytes]:
-        return self._exchange(payload, deadline, ALL_GATHER_TAG, "all_gather")
+    def _all_gather(self, payload: bytes, deadline: Deadline, op: str) -> list[bytes]:
+        return self._exchange(payload, deadline, ALL_GATHER_TAG, op)
 
     def _barrier(self, deadline: Deadline) -> None:
         self._exchange(b"", deadline, BARRIER_TAG, "barrier")

@@ -69,17 +69,17 @@ class MpiBootstrap(Bootstrap):
             time.sleep(pause)
             pause = min(2 * pause, _MAX_PAUSE_S)
 
-    def _all_gather(self, payload: bytes, deadline: Deadline) -> list[bytes]:
+    def _all_gather(self, payload: bytes, deadline: Deadline, op: str) -> list[bytes]:
         MPI = self._mpi
         lengths = array.array("q", bytes(8 * self.size))
         mine = array.array("q", [len(payload)])
         self._wait(self._comm.Iallgather([mine, MPI.INT64_T], [lengths, MPI.INT64_T]), (mine, lengths),
-                   deadline, "all_gather of message lengths")
+                   deadline, f"{op}: the lengths")
         counts = list(lengths)
         displs = list(itertools.accumulate(counts, initial=0))[:-1]
         out = bytearray(sum(counts))
         self._wait(self._comm.Iallgatherv([payload, MPI.BYTE], [out, (counts, displs), MPI.BYTE]),
-                   (payload, out), deadline, "all_gather")
+                   (payload, out), deadline, op)
         return [bytes(out[d:d + n]) for d, n in zip(displs, counts)]
 
     def _barrier(self, deadline: Deadline) -> None:

@@ -120,6 +120,10 @@ def test_a_reduce_that_splits_into_shards_runs_as_reduce_scatter_then_gather(siz
     pool(size).run(vc.rooted, verb="reduce", count=1200, root=root, op=op, inplace=inplace)
 
 
+def test_a_sharded_reduce_of_a_registered_buffer_reduces_its_shards_zero_copy():
+    pool(3).run(vc.rooted, verb="reduce", count=1200, root=2, register=True)
+
+
 @pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
 def test_avg_of_a_sharded_reduce_divides_in_the_reduce_scatter(dtype):
     pool(3).run(vc.avg, verb="reduce", count=96, dtype=dtype)

@@ -6,6 +6,7 @@
 #   MPS=1         all ranks on GPU 0, sharing it under CUDA MPS (docs/gpu_testing.md); NCCL steps are skipped
 #   NPS="2 4 8"   with MPS=1: the test runners at each rank count, a step x NP table in OUTDIR/matrix.md
 #   BUDGET_S=S    stop starting steps once S seconds have gone (default 510 with MPS=1: one 10-minute call)
+#   SHRINK_ITERS=N  checked all-reduces on the shrunk communicator of step shrink_after_death (default 10000)
 set -u
 out=${1:?usage: bench/gpu.sh OUTDIR}
 mkdir -p "$out"
@@ -20,7 +21,8 @@ NCCL_STEPS="primitives_bench nccl_api_tests allreduce_graph allreduce_tune_packe
   reduce_scatter_graph all_to_all_graph broadcast_graph tp_decode allreduce_eager"  # torch.distributed or cupy NCCL
 TWO_RANK_STEPS="primitives_bench port_bench"
 declare -A LIMIT=([primitives_tests]=180 [collectives_tests]=300 [callcheck_tests]=180 [port_tests]=240 [graph_replays]=300 [soak]=420
-                  [executor_tests]=420)
+                  [executor_tests]=420
+                  [shrink_after_death]=300)
 
 mps_start() {  # a fresh MPS control daemon with its own pipe and log folders; every rank gets 100/NP of the SMs
   export CUDA_MPS_PIPE_DIRECTORY=$(mktemp -d) CUDA_MPS_LOG_DIRECTORY=$(mktemp -d) CUDA_VISIBLE_DEVICES=0
@@ -90,6 +92,8 @@ steps() {  # every step at $np ranks
   [ "$mps" = 1 ] && run nccl_api_served "${MPI[@]}" python3 tests/gpu/run_nccl_api.py --no-nccl
   PYMSCCLPP_SOCKET_ADDR=127.0.0.1 run graph_replays "${MPI[@]}" python3 tests/gpu/run_graphs.py --replays 1000
   run close_cycles "${MPI[@]}" python3 bench/close_cycles.py --cycles "${CLOSE_CYCLES:-1000}"
+  # no MPI (mpirun ends the job when a rank dies): the runner spawns NP ranks; the last kills itself mid all-reduce
+  run shrink_after_death python3 tests/gpu/run_shrink.py --np "$np" --iters "${SHRINK_ITERS:-10000}" --json "$out/shrink.json"
   run soak "${MPI[@]}" python3 tests/fault/soak.py --iters "${SOAK_ITERS:-100000}" --report 20000
   run allreduce_graph "${MPI[@]}" python3 -m pymscclpp.bench -b 1K -e 1G -f 4 --graph --check --json "$out/allreduce_graph.json"
   run allreduce_tune_packet "${MPI[@]}" python3 -m pymscclpp.bench -b 16K -e 1M -f 2 --graph --check --algo packet_wide --json "$out/tune_packet_wide.json"

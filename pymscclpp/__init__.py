@@ -10,8 +10,8 @@ from typing import TYPE_CHECKING, Any
 
 from .runtime import backend as _backend  # chooses gpu/sim (re-imports numba.cuda as the simulator if needed)
 from .runtime import kernel_cache as _kernel_cache
-from .errors import (BackendError, BootstrapError, CallMismatchError, CommTimeoutError, InvalidUsageError,
-                     PeerDisconnectedError, PymscclppError, RegistrationError)
+from .errors import (BackendError, BootstrapError, CallMismatchError, CommAbortedError, CommTimeoutError,
+                     InvalidUsageError, PeerDisconnectedError, PymscclppError, RegistrationError)
 
 if TYPE_CHECKING:  # what __getattr__ loads on first use, for type checkers
     from .communicator import Communicator
@@ -27,8 +27,8 @@ _LAZY = {"Communicator": "communicator", "UniqueId": "runtime.bootstrap", "get_u
          "alloc": "runtime.memory", "view_as": "runtime.memory"}
 
 __all__ = ["BACKEND", "BackendError", "Communicator", "alloc", "UniqueId", "get_unique_id", "BootstrapError",
-           "CallMismatchError", "CommTimeoutError", "InvalidUsageError", "PeerDisconnectedError", "PymscclppError", "RegistrationError",
-           "__version__", "view_as"]
+           "CallMismatchError", "CommAbortedError", "CommTimeoutError", "InvalidUsageError", "PeerDisconnectedError",
+           "PymscclppError", "RegistrationError", "__version__", "view_as"]
 
 
 def __getattr__(name: str) -> Any:

@@ -25,7 +25,7 @@ from .errors import InvalidUsageError
 from .fallback import nccl as nccl_fallback
 from .runtime.backend import IS_SIM
 from .runtime.buffers import Buffer, BufferInfo, Stream, as_numba_stream, buffer_info, bytes_view, stream_handle
-from .runtime.communicator import Communicator as _RuntimeCommunicator
+from .runtime.communicator import Communicator as _RuntimeCommunicator, entry
 
 _log = get_logger("algos")
 
@@ -85,12 +85,14 @@ class Communicator(_RuntimeCommunicator):
         self.algorithms.register(algorithm, collective or algorithm.collective, name or algorithm.name, prefer)
         return algorithm
 
+    @entry
     def register_buffer(self, buf: Buffer) -> None:
         """Register ``buf`` for zero-copy collectives (collective: every rank registers its own buffer, in the same
         order): all-reduces on buffers that start at registered ones, on every rank, read peers' inputs and write
         peers' outputs directly, with no scratch copy. Deregister it before freeing it."""
         self.extension("windows", Windows).register(buf)
 
+    @entry
     def deregister_buffer(self, buf: Buffer) -> None:
         """Undo ``register_buffer`` (every rank alike): calls on ``buf`` go through scratch again."""
         self.extension("windows", Windows).deregister(buf)
@@ -101,11 +103,13 @@ class Communicator(_RuntimeCommunicator):
         return self._served.get(collective, self.algorithms.served.get(collective) if collective in EXCHANGED
                                 else None)
 
+    @entry
     def send(self, buf: Buffer, peer: int, stream: Stream = None) -> None:
         """Send ``buf`` to rank ``peer``, whose matching ``recv`` (same count and dtype) takes it; inside
         ``group()`` it is issued at the group's end, else at once."""
         self._group.post("send", buf, peer, stream)
 
+    @entry
     def recv(self, buf: Buffer, peer: int, stream: Stream = None) -> None:
         """Receive into ``buf`` what rank ``peer`` sends with its matching ``send``; grouped as ``send``."""
         self._group.post("recv", buf, peer, stream)
@@ -115,18 +119,21 @@ class Communicator(_RuntimeCommunicator):
         go out together at the end, in one launch, so they cannot deadlock (NCCL's group semantics)."""
         return self._group.scope()
 
+    @entry
     def reduce(self, sendbuf: Buffer, recvbuf: Buffer | None = None, root: int = 0, op: str = "sum",
                stream: Stream = None, algo: str | None = None) -> None:
         """Reduce every rank's ``sendbuf`` into the root's ``recvbuf`` (None: in place); other ranks' ``recvbuf``
         is neither read nor written (None is fine)."""
         verbs.reduce(self, sendbuf, recvbuf, root, op, stream, algo)
 
+    @entry
     def gather(self, sendbuf: Buffer, recvbuf: Buffer | None = None, root: int = 0, stream: Stream = None,
                algo: str | None = None) -> None:
         """Gather every rank's ``sendbuf`` into the root's ``recvbuf`` (``size`` slots, rank r's at slot r); other
         ranks may pass None for ``recvbuf``."""
         verbs.gather(self, sendbuf, recvbuf, root, stream, algo)
 
+    @entry
     def scatter(self, sendbuf: Buffer | None, recvbuf: Buffer, root: int = 0, stream: Stream = None,
                 algo: str | None = None) -> None:
         """Slot r of the root's ``sendbuf`` (``size`` slots) to rank r's ``recvbuf``; other ranks may pass None for
@@ -161,6 +168,7 @@ class Communicator(_RuntimeCommunicator):
             raise nccl_fallback.missing(f"{what} of {dtype} with op {op!r}", why)
         return impl
 
+    @entry
     def all_reduce(self, sendbuf: Buffer, recvbuf: Buffer | None = None, op: str = "sum", stream: Stream = None,
                    algo: str | None = None) -> None:
         """Reduce ``sendbuf`` over all ranks into ``recvbuf`` (in place when None or the same buffer)."""
@@ -174,6 +182,7 @@ class Communicator(_RuntimeCommunicator):
             return
         self._run(key, "all_reduce", algo, send.nbytes, send.nbytes, sendbuf, send, recvbuf, recv, stream, op)
 
+    @entry
     def all_gather(self, sendbuf: Buffer, recvbuf: Buffer, stream: Stream = None, algo: str | None = None) -> None:
         """Gather every rank's ``sendbuf`` into ``recvbuf`` (``size`` slots, rank r's at slot r); in place when
         ``sendbuf`` is slot ``rank`` of ``recvbuf``."""
@@ -184,6 +193,7 @@ class Communicator(_RuntimeCommunicator):
         self._check_alias("all_gather", send, recv, self.rank * send.nbytes)
         self._run(key, "all_gather", algo, recv.nbytes, send.nbytes, sendbuf, send, recvbuf, recv, stream)
 
+    @entry
     def reduce_scatter(self, sendbuf: Buffer, recvbuf: Buffer, op: str = "sum", stream: Stream = None,
                        algo: str | None = None) -> None:
         """Reduce slot r of every rank's ``sendbuf`` (``size`` slots) into rank r's ``recvbuf``, in rank order;
@@ -199,6 +209,7 @@ class Communicator(_RuntimeCommunicator):
         self._check_alias("reduce_scatter", recv, send, self.rank * recv.nbytes)
         self._run(key, "reduce_scatter", algo, send.nbytes, recv.nbytes, sendbuf, send, recvbuf, recv, stream, op)
 
+    @entry
     def all_to_all(self, sendbuf: Buffer, recvbuf: Buffer | None = None, stream: Stream = None,
                    algo: str | None = None, send_counts: Sequence[int] | None = None,
                    recv_counts: Sequence[int] | None = None) -> None:
@@ -216,6 +227,7 @@ class Communicator(_RuntimeCommunicator):
         self._check_alias("all_to_all", send, recv, 0)
         self._run(key, "all_to_all", algo, send.nbytes, send.nbytes // self.size, sendbuf, send, recvbuf, recv, stream)
 
+    @entry
     def broadcast(self, sendbuf: Buffer, recvbuf: Buffer | None = None, root: int | None = None, stream: Stream = None,
                   algo: str | None = None) -> None:
         """Copy rank ``root``'s buffer to every rank: ``broadcast(buf, root)`` in place, or

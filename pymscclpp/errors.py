@@ -25,6 +25,11 @@ class SetupAbortedError(BootstrapError):
         self.origin = origin
 
 
+class CommAbortedError(PymscclppError):
+    """The communicator was aborted (``Communicator.abort``): the call in flight then, and every later one, raises
+    this; make a new communicator (``shrink``, ``split`` of another, or from a new unique id)."""
+
+
 class CommTimeoutError(PymscclppError, TimeoutError):
     """A host or device wait ran past its budget; the message names rank, peer and op."""
 

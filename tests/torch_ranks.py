@@ -27,8 +27,9 @@ def _rank_main(fn, rank: int, size: int, ports, env: dict, results) -> None:
         results.put((rank, False, traceback.format_exc()))
 
 
-def run_ranks(fn, size: int = 2, env: dict | None = None, timeout: float = 240.0) -> list:
-    """Run ``fn(dist, store, rank, size)`` in ``size`` spawned rank processes; their results, or the failures."""
+def run_ranks(fn, size: int = 2, env: dict | None = None, timeout: float = 240.0, lost: tuple = ()) -> list:
+    """Run ``fn(dist, store, rank, size)`` in ``size`` spawned rank processes; their results, or the failures.
+    ``lost``: ranks that kill themselves (no answer expected; their result stays None)."""
     env = {"PYMSCCLPP_BACKEND": "sim", "PYMSCCLPP_SOCKET_ADDR": "127.0.0.1", **(env or {})}
     results, port = _CTX.Queue(), _CTX.Queue()
     procs = [_CTX.Process(target=_rank_main, args=(fn, r, size, port, env, results), daemon=True)
@@ -37,7 +38,7 @@ def run_ranks(fn, size: int = 2, env: dict | None = None, timeout: float = 240.0
         p.start()
     out, errors = [None] * size, []
     try:
-        for _ in range(size):
+        for _ in range(size - len(lost)):
             rank, ok, value = results.get(timeout=timeout)
             if ok:
                 out[rank] = value

@@ -82,6 +82,7 @@ class ProxyService:
     def __init__(self, comm, fifo_size: int = DEFAULT_SIZE, transport=None):
         self.comm = comm
         self.fifo = Fifo(fifo_size)
+        comm.on_abort(self.fifo.abort)  # comm.abort() ends this FIFO's device waits too
         self._transport = transport
         self._mem = np.zeros((MAX_MEMORIES, loop.MEM_COLS), np.uint64)
         self._sem = np.zeros((MAX_SEMAPHORES, loop.SEM_COLS), np.uint64)
@@ -471,18 +472,22 @@ class ProxyService:
     # -- teardown -----------------------------------------------------------------------------
     def close(self) -> None:
         """Stop the proxy, end every link in order (waits for the peers to close theirs), release resources.
-        Collective over the linked peers; a recorded failure stays readable through ``check()``."""
+        Collective over the linked peers, but not once the communicator is aborted (then no BYE is sent or waited
+        for); a recorded failure stays readable through ``check()``."""
+        aborted = self.comm.aborted
+        if aborted:
+            self.fifo.abort()
         if self._thread is not None:
             self.fifo.ctrl[CTRL_STOP] = 1
             self._thread.join()
             self._thread = None
         self._closing = True
-        for conn in self._conns.values():
+        for conn in self._conns.values() if not aborted else ():
             try:
                 conn.link.send_bye()
             except Exception:
                 pass
-        if self._receiver is not None:
+        if self._receiver is not None and not aborted:
             budget = _CLOSE_GRACE_S if self.failed else (self.comm.timeout_s or 60.0)
             self._receiver.join(budget)
             if self._receiver.is_alive():

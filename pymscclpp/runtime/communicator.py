@@ -6,21 +6,25 @@ collective API and the executor sit on top of it.
 
 from __future__ import annotations
 
+import collections
+import functools
 import struct
+import time
 import weakref
-from typing import TYPE_CHECKING, Any, Callable, ContextManager, Iterable
+from typing import TYPE_CHECKING, Any, Callable, ContextManager, Iterable, TypeVar
 
 import numpy as np
 
 from .. import config
 from .._log import get_logger
-from ..errors import CallMismatchError, CommTimeoutError, InvalidUsageError, PeerDisconnectedError
+from ..errors import CallMismatchError, CommAbortedError, CommTimeoutError, InvalidUsageError, PeerDisconnectedError
 from .device_errors import ERR_WORDS, MISMATCH, WaitContext, describe
 from . import handoff, watchdog
 from .backend import IS_SIM, announce
 from .memory import RegisteredMemory, RemoteMemory, host_id, view_as
 from .liveness import LivenessMonitor, liveness_enabled
 from .setup_guard import SetupGuard
+from .shrink import agree_survivors, split_groups
 from .buffers import Buffer
 from .tokens import DevicePool, HostPool, PeerPools
 
@@ -31,6 +35,31 @@ if TYPE_CHECKING:
 _log = get_logger("comm")
 _POOL_MSG = struct.Struct("<16s64sQ")
 _PAIR_TAG_BASE = 1 << 40  # bootstrap tags at and above this are the communicator's pairwise setup
+_DRAIN_S = 5.0  # how long abort() waits for other threads' calls to end (their waits end within microseconds)
+_ABORTED_BY_CALL = np.uint64(1 << 63)  # the abort word after abort(): no peer's number (peer + 1)
+_Method = TypeVar("_Method", bound=Callable[..., Any])
+
+
+def entry(method: _Method) -> _Method:
+    """Mark a public call of a communicator: refused with CommAbortedError once it is aborted, and one in flight in
+    any thread when ``abort()`` comes ends with CommAbortedError (``abort`` waits for it before releasing)."""
+    name = method.__name__
+
+    @functools.wraps(method)
+    def call(self: Any, *args: Any, **kwargs: Any) -> Any:
+        calls = self._calls
+        calls.append(None)  # before the check: abort() sets the flag, then waits for the calls it sees
+        try:
+            if self.aborted:
+                raise self.aborted_error(name)
+            return method(self, *args, **kwargs)
+        except Exception as exc:
+            if self.aborted and not isinstance(exc, CommAbortedError):
+                raise self.aborted_error(name) from exc
+            raise
+        finally:
+            calls.pop()
+    return call  # type: ignore[return-value]
 
 
 class Communicator:
@@ -40,6 +69,10 @@ class Communicator:
                  transport: str | None = None) -> None:
         """``timeout_s``: budget of this communicator's device waits ("env": PYMSCCLPP_TIMEOUT_S; 0 or None: off)."""
         self.bootstrap = bootstrap
+        self.aborted = False  # abort() was called: every call raises CommAbortedError
+        self._calls: collections.deque = collections.deque()  # one entry per public call in flight (``entry``)
+        self._on_abort: list[Callable[[], None]] = []
+        self._closed = False
         self.transport = transport  # PortChannel transport override for every peer (None: by topology)
         self.rank, self.size = bootstrap.rank, bootstrap.size
         announce(self.rank)
@@ -150,6 +183,7 @@ class Communicator:
         """Validate and register a device buffer of this rank."""
         return RegisteredMemory(buf, job_token=self.job_token, rank=self.rank, device=self.device)
 
+    @entry
     def exchange_memory(self, buf: Buffer, peer: int) -> RemoteMemory:
         """Register ``buf``, send it to ``peer``, and map the buffer ``peer`` sends back (pairwise)."""
         self.check_peer(peer, same_host=True)
@@ -162,12 +196,14 @@ class Communicator:
         self._closables.append(remote)
         return remote
 
+    @entry
     def memory_channel(self, peer: int, src: Buffer, inbox: Buffer | None = None, semaphores: int = 1) -> MemoryChannel:
         """A MemoryChannel to ``peer`` (both ranks call it): put from ``src`` into the peer's inbox;
         ``semaphores`` independent signal/wait tokens (e.g. one per thread block)."""
         from .memory_channel import MemoryChannel
         return MemoryChannel(self, peer, src, inbox, self._semaphore_count(semaphores))
 
+    @entry
     def memory_channels(self, peers: Iterable[int], src: Buffer, inbox: Buffer | None = None,
                         semaphores: int = 1) -> dict[int, MemoryChannel]:
         """MemoryChannels to each of ``peers`` (in ascending order on every rank), keyed by peer; the pool is
@@ -196,7 +232,9 @@ class Communicator:
         """Raise if a device wait of this communicator's kernels ran out of budget or was aborted:
         PeerDisconnectedError first if the liveness monitor found a dead peer (the likely cause), else
         CommTimeoutError, or CallMismatchError if the call check found ranks' calls disagreeing. Sticky, as NCCL's asynchronous errors: once raised, every later call raises it again,
-        until the communicator is closed and a new one made."""
+        until the communicator is closed and a new one made. After ``abort()``: CommAbortedError."""
+        if self.aborted:
+            raise self.aborted_error("check_device_errors")
         if self._failure is not None:
             raise self._failure
         try:
@@ -216,10 +254,14 @@ class Communicator:
 
     def device_error(self) -> str | None:
         """The text of the failure a device wait recorded, or None (one host-memory read; no sync)."""
+        if self.aborted:  # its waits' records say "aborted": the calls raise CommAbortedError instead
+            return None
         return describe(self._error_words)
 
     def raise_if_failed(self) -> None:
         """``check_device_errors`` at the cost of one host-memory read when nothing failed (every call makes it)."""
+        if self.aborted:
+            raise self.aborted_error("call")
         error, abort = self._watched
         if self._failure is not None or error[0] or abort[0]:
             self.check_device_errors()
@@ -234,15 +276,107 @@ class Communicator:
         records why; ``check_device_errors`` then raises): the liveness monitor calls it when ``peer`` dies."""
         self.host_pool.words[self._abort_slot] = np.uint64(peer + 1)
 
+    @entry
     def barrier(self) -> None:
         """Host barrier over the bootstrap."""
         self.bootstrap.barrier()
 
+    def shrink(self, exclude: Iterable[int] | None = None) -> "Communicator":
+        """A new communicator of the survivors (collective among them): every rank but ``exclude`` (default: the
+        ranks the liveness monitor found dead), renumbered in the old order, over a new bootstrap whose root is the
+        lowest survivor; nothing is sent to an excluded rank. This communicator is aborted (released) on the way:
+        it fits after a peer died mid-collective (the survivors got PeerDisconnectedError), and again after the
+        next death. A rank that dies during the agreement is excluded too."""
+        if self.aborted:
+            raise self.aborted_error("shrink")
+        gone = set(self.liveness.dead()) if exclude is None and self.liveness is not None else \
+            set() if exclude is None else self._ranks_of(exclude, "shrink: exclude")
+        members, uid = agree_survivors(self.bootstrap, gone)
+        self.abort()
+        return self._successor(members, uid)
+
+    @entry
+    def split(self, color: int | None, key: int = 0) -> "Communicator | None":
+        """``ncclCommSplit``: a new communicator of the ranks that pass the same ``color`` (an int >= 0), ranked by
+        ``key`` then old rank; color None: not a member (returns None). Collective over every rank of this one,
+        which stays as it was."""
+        if color is not None and (not isinstance(color, (int, np.integer)) or isinstance(color, bool)
+                                  or not 0 <= color < 2**63):
+            raise InvalidUsageError(f"rank {self.rank}: split: color={color!r}: expected an int >= 0 or None")
+        if not isinstance(key, (int, np.integer)) or isinstance(key, bool) or not -2**63 <= key < 2**63:
+            raise InvalidUsageError(f"rank {self.rank}: split: key={key!r}: expected a 64-bit int")
+        plan = split_groups(self.bootstrap, None if color is None else int(color), int(key))
+        return None if plan is None else self._successor(*plan)
+
+    def _ranks_of(self, ranks: Iterable[int], what: str) -> set[int]:
+        out = set()
+        for r in ranks:
+            if not isinstance(r, (int, np.integer)) or isinstance(r, bool) or not 0 <= r < self.size:
+                raise InvalidUsageError(f"rank {self.rank}: {what}: {r!r} is not a rank of 0..{self.size - 1}")
+            out.add(int(r))
+        return out
+
+    def _successor(self, members: list[int], uid: UniqueId) -> "Communicator":
+        """This rank's communicator among ``members`` (old ranks in new-rank order), over a bootstrap from ``uid``,
+        with this one's device, budgets and transport."""
+        from .bootstrap import TcpBootstrap
+        bootstrap = TcpBootstrap(members.index(self.rank), len(members), uid, timeout=self.bootstrap.timeout)
+        try:
+            return type(self)(bootstrap, device=self.device, timeout_s=self.timeout_s, transport=self.transport)
+        except BaseException:
+            bootstrap.close()
+            raise
+
+    def on_abort(self, callback: Callable[[], None]) -> None:
+        """Call ``callback()`` first thing in ``abort()``, before it waits for calls in flight: what ends waits this
+        communicator's abort word does not reach (a proxy's FIFO)."""
+        self._on_abort.append(callback)
+
+    def aborted_error(self, what: str) -> CommAbortedError:
+        """The error of call ``what`` on this aborted communicator."""
+        return CommAbortedError(f"rank {self.rank}: {what}: the communicator was aborted (comm.abort()); make a new "
+                                "one (shrink, split, or a new unique id)")
+
+    def abort(self) -> None:
+        """End every wait of this communicator now, in any thread (device waits within microseconds, bootstrap
+        waits at once: the call in flight raises CommAbortedError), then release everything without a message to
+        any peer (no goodbye, no collective step): later calls raise CommAbortedError at once. Idempotent; a
+        ``close()`` after it does nothing."""
+        if self.aborted or self._closed:
+            self.aborted = True
+            return
+        self.aborted = True
+        watchdog.unwatch(self)  # the waits about to end record an abort: no error of the watchdog's to report
+        _log.warning("rank %d: communicator aborted", self.rank)
+        self.host_pool.words[self._abort_slot] = _ABORTED_BY_CALL
+        for callback in self._on_abort:
+            callback()
+        self.bootstrap.abort("the communicator was aborted (comm.abort())")
+        until = time.monotonic() + _DRAIN_S  # (no call of this communicator calls abort(): they are all elsewhere)
+        while self._calls and time.monotonic() < until:
+            time.sleep(0.001)
+        if self._calls:
+            _log.error("rank %d: abort: calls in other threads did not end within %s s; releasing anyway",
+                       self.rank, _DRAIN_S)
+        if not IS_SIM:  # kernels launched before the abort: ended before their peers' memory is unmapped
+            from .cudadrv import synchronize_within
+            if not synchronize_within(max(0.1, until - time.monotonic())):
+                _log.error("rank %d: abort: kernels still ran %s s after the abort; releasing anyway", self.rank,
+                           _DRAIN_S)
+        self._release(goodbye=False)
+
     def close(self) -> None:
-        """Unmap peers' memory, release token pools and the bootstrap."""
+        """Unmap peers' memory, release token pools and the bootstrap; idempotent (nothing after ``abort()``)."""
+        if not self._closed:
+            self._release(goodbye=True)
+
+    def _release(self, goodbye: bool) -> None:
+        """Give back everything this communicator holds; ``goodbye``: tell the peers (a normal close)."""
+        self._closed = True
+        self._on_abort.clear()
         watchdog.unwatch(self)
         if self.liveness is not None:
-            self.liveness.stop()
+            self.liveness.stop(goodbye)
             self.liveness = None
         for item in self._closables:
             item.close()

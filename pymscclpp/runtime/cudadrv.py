@@ -143,3 +143,19 @@ def device_array(ptr: int, nbytes: int, dtype=np.uint8, owner=None):
     desc = {"shape": (nbytes // dtype.itemsize,), "strides": None, "typestr": dtype.str,
             "data": (ptr, False), "version": 3}
     return cuda.from_cuda_array_interface(desc, owner=owner, sync=False)
+
+
+def synchronize_within(seconds: float) -> bool:
+    """Wait at most ``seconds`` for this process's kernels to end (abort's waits end within microseconds, so its
+    unmapping never pulls memory from under a kernel still running); False when some still run then."""
+    done = threading.Event()
+
+    def wait() -> None:
+        try:
+            cuda.synchronize()
+        except Exception:  # noqa: BLE001 (a kernel's sticky error is reported by the call that launched it)
+            pass
+        done.set()
+
+    threading.Thread(target=wait, name="pymscclpp-abort-sync", daemon=True).start()
+    return done.wait(seconds)

@@ -193,8 +193,9 @@ class LivenessMonitor:
             time.sleep(min(0.02, self.interval))
         return self.dead()
 
-    def stop(self) -> None:
-        """Say goodbye to the peers and end the thread; idempotent. Call before closing the bootstrap."""
+    def stop(self, goodbye: bool = True) -> None:
+        """Say goodbye to the peers (unless ``goodbye`` is False: an abort sends nothing) and end the thread;
+        idempotent. Call before closing the bootstrap."""
         if self._stop.is_set():
             return
         self._stop.set()
@@ -204,7 +205,7 @@ class LivenessMonitor:
             self._observe()  # a peer that died since the last tick is still declared (and cleaned up)
         if self.reap and self._dead:  # again: a peer that was a zombie at its death is gone by now
             reap_segments([self.pids[p] for p in self._dead])
-        if self._beats and not self.bootstrap.closed:
+        if goodbye and self._beats and not self.bootstrap.closed:
             for peer in self.pids:
                 if peer not in self._dead:
                     self._send(peer, _BYE_KIND)

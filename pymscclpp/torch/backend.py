@@ -16,7 +16,7 @@ import torch.distributed as dist
 
 from pymscclpp import config
 from pymscclpp.communicator import Communicator
-from pymscclpp.errors import InvalidUsageError
+from pymscclpp.errors import InvalidUsageError, PymscclppError
 from pymscclpp.fallback import nccl as nccl_fallback
 from pymscclpp.runtime.backend import IS_SIM
 from pymscclpp.runtime.bootstrap import UniqueId, get_unique_id
@@ -240,11 +240,24 @@ class MscclppProcessGroup(dist.ProcessGroup):
         return self._fallback
 
     def shutdown(self) -> None:
-        """Close the fallback group and the Communicator (dist.destroy_process_group calls this)."""
+        """Close the fallback group and the Communicator (dist.destroy_process_group calls this); a group that failed
+        (a peer died, a wait ran out) is aborted instead, so that a new one can be made in this process."""
+        try:
+            self.comm.check_device_errors()
+        except PymscclppError:
+            self.abort()
+            return
         if self._fallback is not None:
             self._fallback.shutdown()
             self._fallback = None
         self.comm.close()
+
+    def abort(self) -> None:
+        """Abort the Communicator (a call in flight raises, nothing waits for a peer) and the fallback group."""
+        self.comm.abort()
+        if self._fallback is not None:
+            fallback, self._fallback = self._fallback, None
+            getattr(fallback, "abort", fallback.shutdown)()
 
 
 def _forwarder(name: str):

@@ -13,6 +13,7 @@ import multiprocessing as mp
 import os
 from multiprocessing.connection import wait as wait_conns
 import signal
+import threading
 import time
 import traceback
 
@@ -25,6 +26,22 @@ def leaked_segments(pids) -> dict[int, list[str]]:
     """/dev/shm segments still named after any of ``pids``."""
     found = {pid: segments_of(pid) for pid in pids}
     return {pid: names for pid, names in found.items() if names}
+
+
+def held() -> tuple[int, int, int]:
+    """(open descriptors, this process's pymscclpp shared-memory segments, threads): what a released communicator
+    must give back."""
+    fds = os.listdir("/proc/self/fd")
+    segments = [s for s in os.listdir("/dev/shm") if s.startswith("pymscclpp") and f"-{os.getpid()}-" in s]
+    return len(fds), len(segments), threading.active_count()
+
+
+def shared_unique_id(comm):
+    """A new unique id that rank 0 makes and shares over ``comm``'s bootstrap (collective): for the next
+    communicator of the same ranks."""
+    from pymscclpp.runtime.bootstrap import UniqueId, get_unique_id
+    mine = get_unique_id(addr="127.0.0.1").to_bytes() if comm.rank == 0 else b""
+    return UniqueId.from_bytes(comm.bootstrap.all_gather(mine)[0])
 
 
 def _rank_main(rank, size, uid_bytes, env, fn, params, results):
@@ -107,6 +124,21 @@ class Job:
                                    f"messages so far: {[m[:3] for m in self.messages]}") from None
             got.update({r: v for r, k, v, _ in self.messages if k == kind and r in want})
         return got
+
+    def expect_where(self, kind: str, rank: int, accept, timeout: float) -> object:
+        """Wait until rank ``rank`` sent a ``kind`` message whose value ``accept(value)`` takes; that value."""
+        deadline = time.monotonic() + timeout
+        while True:
+            for r, k, v, _ in self.messages:
+                if r == rank and k == kind and accept(v):
+                    return v
+                if r == rank and k == "error":
+                    raise AssertionError(f"rank {rank} failed while waiting for {kind!r}: {v[3]}")
+            try:
+                self._next(deadline - time.monotonic())
+            except TimeoutError:
+                raise TimeoutError(f"rank {rank} sent no such {kind!r} within {timeout} s; "
+                                   f"messages so far: {[m[:3] for m in self.messages]}") from None
 
     def outcomes(self, ranks, timeout: float) -> dict[int, tuple]:
         """(kind, value, time) of the final ``done``/``error`` message of each rank in ``ranks``."""

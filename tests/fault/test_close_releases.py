@@ -5,17 +5,9 @@ off (nothing waits for it to break reference cycles)."""
 from __future__ import annotations
 
 import gc
-import os
-import threading
 
+from fault.harness import held, shared_unique_id
 from pymscclpp.testing import run_ranks
-
-
-def _held() -> tuple[int, int, int]:
-    """(open descriptors, this process's pymscclpp shared-memory segments, threads)."""
-    fds = os.listdir("/proc/self/fd")
-    segments = [s for s in os.listdir("/dev/shm") if s.startswith("pymscclpp") and f"-{os.getpid()}-" in s]
-    return len(fds), len(segments), threading.active_count()
 
 
 def _make_use_and_close(comm, cycles: int) -> tuple:
@@ -25,21 +17,19 @@ def _make_use_and_close(comm, cycles: int) -> tuple:
     from numba import cuda
 
     import pymscclpp
-    from pymscclpp.runtime.bootstrap import UniqueId, get_unique_id
     gc.collect()
     gc.disable()
     try:
-        before = _held()
+        before = held()
         for _ in range(cycles):
-            mine = get_unique_id(addr="127.0.0.1").to_bytes() if comm.rank == 0 else b""
-            uid = UniqueId.from_bytes(comm.bootstrap.all_gather(mine)[0])
+            uid = shared_unique_id(comm)
             with pymscclpp.Communicator.from_unique_id(uid, comm.rank, comm.size) as c:
                 x = cuda.to_device(np.ones(64, np.float32))
                 c.all_reduce(x)
                 cuda.synchronize()
                 c.check_device_errors()
             del c, x
-        return before, _held()
+        return before, held()
     finally:
         gc.enable()
 
@@ -57,14 +47,12 @@ def _make_use_and_release_drop_ins(comm, cycles: int) -> tuple:
 
     from pymscclpp import nccl
     from pymscclpp.nccl import ids
-    from pymscclpp.runtime.bootstrap import UniqueId, get_unique_id
     gc.collect()
     gc.disable()
     try:
-        before = _held()
+        before = held()
         for i in range(cycles):
-            mine = get_unique_id(addr="127.0.0.1").to_bytes() if comm.rank == 0 else b""
-            uid = UniqueId.from_bytes(comm.bootstrap.all_gather(mine)[0])
+            uid = shared_unique_id(comm)
             drop_in = nccl.NcclCommunicator(comm.size, ids.encode(uid), comm.rank)
             x = cuda.to_device(np.ones(64, np.float32))
             drop_in.allReduce(x, x, 64, nccl.NCCL_FLOAT32, nccl.NCCL_SUM, 0)
@@ -77,7 +65,7 @@ def _make_use_and_release_drop_ins(comm, cycles: int) -> tuple:
             assert x.copy_to_host()[0] == comm.size ** 2
             drop_in.destroy() if i % 2 == 0 else drop_in.abort()
             del drop_in, x
-        return before, _held()
+        return before, held()
     finally:
         gc.enable()
 

@@ -15,7 +15,7 @@ import threading
 import time
 from typing import TYPE_CHECKING
 
-from ...errors import BootstrapError, CommTimeoutError, InvalidUsageError
+from ...errors import BootstrapError, CommAbortedError, CommTimeoutError, InvalidUsageError
 from ... import config
 from . import wire
 
@@ -114,6 +114,8 @@ class Bootstrap(abc.ABC):
     timeout: float | None       # default budget of waits, seconds (None: no limit)
     max_payload: int            # largest message, bytes (PYMSCCLPP_BOOTSTRAP_MAX_MSG)
     closed: bool
+    host: str | None = None     # the address peers reach this rank at (TCP), where a new root can listen
+    _aborted: str | None = None  # why ``abort`` ended every wait (None: not aborted)
     _mailbox: Mailbox           # where transports put received messages (and abort notices)
 
     def __init__(self, rank: int, size: int, timeout: float | None) -> None:
@@ -141,6 +143,17 @@ class Bootstrap(abc.ABC):
         self._check_open()
         with self._waiting():
             return self._recv(peer, tag, self._deadline(timeout), _words("recv", "from", peer, tag, what))
+
+    def send_reserved(self, data: bytes, peer: int, tag: int, deadline: Deadline, what: str) -> None:
+        """``send`` under one of the bootstrap's own tags (``tag >= TAG_LIMIT``): the runtime's protocols (liveness,
+        shrink) talk there, apart from every user and set-up message."""
+        self._check_open()
+        self._send(self._payload(data), self._check_peer(peer), self._check_reserved(tag), deadline, what)
+
+    def recv_reserved(self, peer: int, tag: int, deadline: Deadline, what: str) -> bytes:
+        """``recv`` under one of the bootstrap's own tags (see ``send_reserved``)."""
+        self._check_open()
+        return self._recv(self._check_peer(peer), self._check_reserved(tag), deadline, what)
 
     def all_gather(self, data: bytes, timeout: float | None = None, what: str | None = None) -> list[bytes]:
         """Every rank's ``data``, indexed by rank; all ranks must call it in the same order. ``what``: the data in
@@ -187,6 +200,12 @@ class Bootstrap(abc.ABC):
                     self._send(payload, peer, ABORT_TAG, Deadline(1.0), f"abort of set-up {scope} to peer {peer}")
                 except (BootstrapError, CommTimeoutError):
                     pass
+
+    def abort(self, reason: str) -> None:
+        """End every wait of this bootstrap, in any thread, now and later, with ``CommAbortedError`` saying
+        ``reason``; no message is sent, from now on either (``close`` still releases the connections)."""
+        self._aborted = reason
+        self._mailbox.abort(reason)
 
     def close(self) -> None:
         """Release connections and threads; idempotent. Peers then see this rank disconnected."""
@@ -256,6 +275,8 @@ class Bootstrap(abc.ABC):
                 self._scope_spent += time.monotonic() - start
 
     def _check_open(self) -> None:
+        if self._aborted is not None:
+            raise CommAbortedError(f"rank {self.rank}: bootstrap: {self._aborted}")
         if self.closed:
             raise BootstrapError(f"rank {self.rank}: bootstrap is closed")
 
@@ -267,6 +288,9 @@ class Bootstrap(abc.ABC):
 
     def _check_tag(self, tag: int) -> int:
         return check_int(tag, "tag", 0, TAG_LIMIT)
+
+    def _check_reserved(self, tag: int) -> int:
+        return check_int(tag, "reserved tag", TAG_LIMIT, 2**64)
 
     def _payload(self, data: bytes) -> bytes:
         try:

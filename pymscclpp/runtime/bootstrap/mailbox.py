@@ -9,7 +9,7 @@ from __future__ import annotations
 import threading
 from collections import deque
 
-from ...errors import BootstrapError, PeerDisconnectedError, SetupAbortedError
+from ...errors import BootstrapError, CommAbortedError, PeerDisconnectedError, SetupAbortedError
 from .base import ABORT_TAG, Deadline, decode_abort
 
 
@@ -22,6 +22,7 @@ class Mailbox:
         self._queues: dict[tuple[int, int], deque[bytes]] = {}
         self._lost: dict[int, str] = {}
         self._closed = False
+        self._aborted: str | None = None  # why every wait ends with CommAbortedError (``abort``)
         self._aborts: dict[int, tuple[int, str]] = {}  # set-up scope -> (failing rank, reason), first heard
         self.scope: int | None = None  # the set-up scope receives belong to now (None: outside any)
 
@@ -52,6 +53,12 @@ class Mailbox:
             self._closed = True
             self._cond.notify_all()
 
+    def abort(self, reason: str) -> None:
+        """End every wait, now and later, with ``CommAbortedError`` saying ``reason``."""
+        with self._cond:
+            self._aborted = reason
+            self._cond.notify_all()
+
     def check_peer(self, peer: int, what: str) -> None:
         """Raise ``PeerDisconnectedError`` if ``peer`` is gone."""
         reason = self._lost.get(peer)
@@ -64,7 +71,10 @@ class Mailbox:
             self.scope = scope
 
     def check_abort(self, what: str) -> None:
-        """Raise ``SetupAbortedError`` if a peer aborted the set-up scope receives belong to now."""
+        """Raise ``CommAbortedError`` once this rank aborted, or ``SetupAbortedError`` if a peer aborted the set-up
+        scope receives belong to now."""
+        if self._aborted is not None:
+            raise CommAbortedError(f"rank {self._rank}: {what}: {self._aborted}")
         found = self._aborts.get(self.scope) if self.scope is not None else None
         if found is not None:
             origin, reason = found

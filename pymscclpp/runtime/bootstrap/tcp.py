@@ -111,7 +111,7 @@ class TcpBootstrap(Bootstrap):
         self._root = running(unique_id.token)
         self._mailbox = Mailbox(self.rank)
         try:
-            self._conns = _connect(self.rank, self.size, unique_id, Deadline(self.timeout))
+            self._conns, self.host = _connect(self.rank, self.size, unique_id, Deadline(self.timeout))
         except BaseException as exc:
             if self._root is not None:
                 self._root.stop()
@@ -173,8 +173,9 @@ class TcpBootstrap(Bootstrap):
             self._root.join()
 
 
-def _connect(rank: int, size: int, uid: UniqueId, deadline: Deadline) -> dict[int, socket.socket]:
-    """Register with the root, then connect to lower ranks and accept higher ones: one socket per peer."""
+def _connect(rank: int, size: int, uid: UniqueId, deadline: Deadline) -> tuple[dict[int, socket.socket], str]:
+    """Register with the root, then connect to lower ranks and accept higher ones: one socket per peer, and the
+    address this rank listened on (its peers reached it there)."""
     listener, table = _rendezvous(rank, size, uid, deadline)
     conns: dict[int, socket.socket] = {}
     try:
@@ -200,7 +201,7 @@ def _connect(rank: int, size: int, uid: UniqueId, deadline: Deadline) -> dict[in
         raise
     for conn in conns.values():
         conn.setblocking(False)
-    return conns
+    return conns, table[rank][0]
 
 
 def _rendezvous(rank: int, size: int, uid: UniqueId, deadline: Deadline) -> tuple[socket.socket, list[tuple[str, int]]]:

@@ -44,6 +44,14 @@ def test_two_step_traffic_over_several_rounds_equals_the_stated_traffic(collecti
     assert measured == stated
 
 
+@pytest.mark.parametrize("nranks", [3, 4])
+def test_a_sharded_reduce_moves_what_it_states_and_its_root_receives_far_less_than_every_buffer(nranks):
+    # 1200 floats split into 16-byte shards: reduce-scatter, then the shards gathered into the root (rank 1)
+    measured, stated = _measured_and_stated(nranks, "reduce", "exchange", 1200, root=1)
+    assert measured == stated
+    assert measured[1][1] < (nranks - 1) * 4 * 1200 * 2 / nranks + 1
+
+
 def _bound(collective: str, size: int, n: int) -> float:
     """The least bytes a rank must send (broadcast: the root) in a call of ``size`` bytes on ``n`` ranks."""
     return {"all_reduce": 2 * size * (n - 1) / n, "broadcast": size}.get(collective, size * (n - 1) / n)

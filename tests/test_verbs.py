@@ -17,9 +17,10 @@ def _close_pools():
     pool.close()
 
 
-@pytest.mark.parametrize("size", [2, 3])
+@pytest.mark.parametrize("size", [2, 3, 4])
 def test_a_grouped_ring_of_sends_and_receives_delivers_every_buffer(size):
-    # 3000 floats: three of the simulator's 4 KB rounds per peer, so credits and halves turn over
+    # 3000 floats: twelve of the simulator's 1 KB rounds on four lanes per peer, so its 4-slot rings wrap around
+    # three times; the second call starts on the rings the first drained
     pool(size).run(vc.ring, count=3000, repeat=2)
 
 
@@ -82,6 +83,8 @@ def test_bad_collective_arguments_raise_before_any_launch(case, words):
 @pytest.mark.parametrize("size,counts", [
     (2, [[3, 1500], [0, 2001]]),
     (3, [[5, 0, 1100], [7, 9, 0], [1, 1030, 4]]),
+    # five ranks: zero counts, one-lane and four-lane streams, rings wrapping around (1 KB rounds, 4 slots)
+    (5, [[0, 1300, 0, 64, 7], [2100, 3, 0, 0, 900], [0, 0, 11, 1500, 0], [77, 0, 1200, 0, 1], [5, 260, 0, 3000, 2]]),
 ])
 def test_all_to_all_with_uneven_counts_matches_numpy(size, counts):
     pool(size).run(vc.all_to_allv, counts=counts)
@@ -97,7 +100,7 @@ def test_all_to_all_counts_that_disagree_raise_on_every_rank_before_data_moves()
 
 
 @pytest.mark.parametrize("verb", ["gather", "scatter", "reduce"])
-@pytest.mark.parametrize("size,root", [(2, 0), (3, 2)])
+@pytest.mark.parametrize("size,root", [(2, 0), (3, 2), (5, 3)])
 def test_rooted_verbs_match_numpy(verb, size, root):
     pool(size).run(vc.rooted, verb=verb, count=1100, root=root)
 
@@ -109,6 +112,21 @@ def test_reduce_serves_every_dtype_and_op(dtype, op):
 
 def test_reduce_in_place_on_the_root():
     pool(2).run(vc.rooted, verb="reduce", count=77, root=1, inplace=True)
+
+
+@pytest.mark.parametrize("size,root,op,inplace", [(3, 0, "sum", False), (4, 1, "max", True), (4, 3, "sum", False)])
+def test_a_reduce_that_splits_into_shards_runs_as_reduce_scatter_then_gather(size, root, op, inplace):
+    # 1200 floats: 16-byte shards at 3 and 4 ranks (exchange_reduce.sharded), each several 1 KB exchange rounds
+    pool(size).run(vc.rooted, verb="reduce", count=1200, root=root, op=op, inplace=inplace)
+
+
+def test_a_sharded_reduce_of_a_registered_buffer_reduces_its_shards_zero_copy():
+    pool(3).run(vc.rooted, verb="reduce", count=1200, root=2, register=True)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
+def test_avg_of_a_sharded_reduce_divides_in_the_reduce_scatter(dtype):
+    pool(3).run(vc.avg, verb="reduce", count=96, dtype=dtype)
 
 
 @pytest.mark.parametrize("verb,algo", [("all_reduce", "packet"), ("all_reduce", "simple"), ("all_reduce", "rsag"),

@@ -7,6 +7,7 @@ import numpy as np
 from numba import cuda
 
 from pymscclpp.errors import CallMismatchError, InvalidUsageError
+from pymscclpp.runtime.memory import alloc, view_as
 from pymscclpp.testing import reference
 from pymscclpp.testing.calls import np_dtype
 
@@ -168,8 +169,9 @@ def mismatched_counts(comm, state) -> str:
 
 
 def rooted(comm, state, verb: str, count: int, root: int, dtype: str = "float32", op: str = "sum",
-           inplace: bool = False, seed: int = 0) -> None:
-    """``gather``, ``scatter`` or ``reduce`` against the NumPy reference; non-roots pass None where allowed."""
+           inplace: bool = False, seed: int = 0, register: bool = False) -> None:
+    """``gather``, ``scatter`` or ``reduce`` against the NumPy reference; non-roots pass None where allowed;
+    ``register``: a reduce's send buffer registered with the communicator for the call."""
     n, me = comm.size, comm.rank
     inputs = [data(r, count * (n if verb == "scatter" else 1), dtype, seed) for r in range(n)]
     x = inputs[me]
@@ -182,9 +184,18 @@ def rooted(comm, state, verb: str, count: int, root: int, dtype: str = "float32"
         comm.scatter(cuda.to_device(x) if me == root else None, recv, root=root)
         want = inputs[root][me * count:(me + 1) * count]
     else:
-        send = cuda.to_device(x)
+        if register:  # registered memory comes from alloc (the simulator shares only that)
+            send = view_as(alloc(x.nbytes), x.dtype)
+            send.copy_to_device(x)
+            comm.register_buffer(send)
+        else:
+            send = cuda.to_device(x)
         recv = send if inplace else (cuda.to_device(np.zeros(count, np_dtype(dtype))) if me == root else None)
         comm.reduce(send, None if inplace else recv, root=root, op=op)
+        if register:  # the reduce-scatter step ran zero-copy: it prepared a launch on the registered buffer
+            assert len(comm.algorithms.get("reduce_scatter", "read").kernel_launches()) > 1
+            cuda.synchronize()
+            comm.deregister_buffer(send)
         want = reference.all_reduce(inputs, op)[0]
     _sync(comm)
     if recv is not None and (verb == "scatter" or me == root):

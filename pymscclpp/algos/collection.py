@@ -21,6 +21,7 @@ from .cross_host import CrossHost
 from .library_plans import LibraryPlan
 from .exchange import EXCHANGED, Exchange
 from .exchange_port import CrossHostExchange
+from .exchange_reduce import ShardedReduce
 from .oneshot import BY_COLLECTIVE, PACKET_MAX, AllReduce
 from .twoshot import TWO_STEP
 from .twoshot_packet import AllReduceTwoShotPacket
@@ -65,7 +66,7 @@ def builtin_factories() -> dict[tuple[str, str], Callable[[], Algorithm]]:
                                                                               64 << 10)
         out[collective, "cross_host"] = lambda c=collective: CrossHost("cross_host", c)
     for collective in EXCHANGED:
-        out[collective, "exchange"] = lambda c=collective: Exchange(c)
+        out[collective, "exchange"] = ShardedReduce if collective == "reduce" else lambda c=collective: Exchange(c)
         out[collective, "cross_host"] = lambda c=collective: CrossHostExchange(c)
     out["all_reduce", "packet"] = lambda: AllReduce("packet", "packet", *grid["packet_narrow"], PACKET_MAX)
     out["all_reduce", "packet_wide"] = lambda: AllReduce("packet_wide", "packet", *grid["packet"], PACKET_MAX)

@@ -1,7 +1,8 @@
 """The exchange algorithms (``exchange_kernels``): send/recv groups, all-to-all with counts, gather, scatter and
 reduce on one host, each call one launch of one kernel whose per-peer table travels as kernel arguments (so a
-CUDA graph captures it), over lanes of their own: a MemoryChannel to every peer with two semaphores per block,
-a scratch of two halves per sender, and a pair-check area. ``layout`` builds the table of a call.
+CUDA graph captures it), over lanes of their own: a MemoryChannel to every peer with two semaphores per stripe
+(and per block, for a reduce), a ring of ``SLOTS`` slots per sender in the scratch, and a pair-check area.
+``layout`` builds the table of a call.
 """
 
 from __future__ import annotations
@@ -9,6 +10,7 @@ from __future__ import annotations
 import numpy as np
 from numba.core import types
 
+from .. import config
 from ..channels import reduce as red
 from ..runtime import handle_types as ht
 from ..runtime.backend import IS_SIM
@@ -21,8 +23,14 @@ from .exchange_kernels import AREA_SLOT, ROW, peer_exchange_simple  # noqa: F401
 from .grid import blocks_for
 
 EXCHANGED = ("send_recv", "all_to_allv", "gather", "scatter", "reduce")  # the collectives these algorithms serve
-GRID = (2, 32) if IS_SIM else (32, 512)
-CHUNK = 4096 if IS_SIM else 1 << 20  # bytes per round and sender: the simulator's small, to test many rounds
+# the simulator runs blocks one after another, so one block (``exchange_kernels``); its rounds, stripes and
+# rings small, so tests run many stripes, rounds and wrap-arounds
+GRID = (1, 32) if IS_SIM else (32, 512)
+CHUNK = 4096 if IS_SIM else 1 << 20  # the cross-host exchange's bytes per round and sender (two halves each)
+SLOTS = 4  # ring slots per sender
+SLOT_BYTES = 1024 if IS_SIM else 1 << 20  # bytes per round and sender
+STRIPES = 4 if IS_SIM else 16  # the most stripes a stream runs on (``exchange_kernels``)
+STRIPE_BYTES = 256 if IS_SIM else 64 << 10  # a stream takes a stripe per STRIPE_BYTES of a round
 
 
 def layout(nranks: int, sends: dict, recvs: dict, descriptors: dict | None) -> tuple:
@@ -41,6 +49,23 @@ def descriptor(collective: str, nbytes: int, dtype: str, op: str = "sum", root: 
     return pack(collective, nbytes, dtype, op, root)
 
 
+def rooted_descriptors(nranks: int, rank: int, collective: str, nbytes: int, dtype: str, root: int,
+                       op: str = "sum") -> dict | None:
+    """Pair descriptors of a rooted call moving ``nbytes`` between the root and every other rank, toward the
+    root (gather, reduce) or from it (scatter); nothing between two ranks that are not the root (None: the check
+    is off)."""
+    if not config.get("PYMSCCLPP_CHECK"):
+        return None
+    to_root = collective != "scatter"
+    out = {}
+    for p in range(nranks):
+        if p != rank:
+            sends, receives = ((p == root), (rank == root)) if to_root else ((rank == root), (p == root))
+            out[p] = (descriptor(collective, nbytes if sends else 0, dtype, op, root),
+                      descriptor(collective, nbytes if receives else 0, dtype, op, root))
+    return out
+
+
 class ExchangeLanes:
     """What every exchange algorithm of a communicator shares: channels, scratch, pair area, sequence words, and
     the prepared launch (calls run one after another, as with NCCL)."""
@@ -48,11 +73,15 @@ class ExchangeLanes:
     def __init__(self, comm):
         from numba import cuda
         self.size, self.rank = comm.size, comm.rank
-        self.blocks, self.chunk = blocks_for(comm, GRID[0]), CHUNK
-        self.scratch = alloc(2 * comm.size * CHUNK)
+        self.blocks = blocks_for(comm, GRID[0])
+        # a stream's stripes: half the grid, so a ring's send and receive stripes fill it and a rank with many
+        # peers has few per block (the simulator's one block: STRIPES, so tests run several)
+        self.stripes = STRIPES if IS_SIM else max(1, min(STRIPES, self.blocks // 2))
+        self.scratch = alloc(SLOTS * comm.size * SLOT_BYTES)
         self.area = alloc(2 * comm.size * AREA_SLOT)
         peers = [p for p in range(comm.size) if p != comm.rank]
-        self.channels = comm.memory_channels(peers, src=self.scratch, inbox=self.scratch, semaphores=2 * self.blocks)
+        self.channels = comm.memory_channels(peers, src=self.scratch, inbox=self.scratch,
+                                             semaphores=2 * max(self.blocks, STRIPES))
         self.remotes = [comm.exchange_memory(self.area, p) for p in peers]
         self.view = self.channels[peers[0]].inbox  # the scratch as the uint8 array kernels take
         self.address = buffer_info(self.scratch).ptr
@@ -60,7 +89,8 @@ class ExchangeLanes:
         args = {"chans": tuple(self.channels[p].device_handle() for p in peers),
                 "areas": tuple(r.array for r in self.remotes), "area": self.area,
                 "table": (0,) * (ROW * comm.size), "inp": self.view, "out": self.view, "scratch": self.view,
-                "seqs": self.seqs, "chunk": CHUNK, "rank": comm.rank, "nranks": comm.size, "root": -1, "kind": 0,
+                "seqs": self.seqs, "chunk": SLOT_BYTES, "slots": SLOTS, "stripes": self.stripes,
+                "stripe_bytes": STRIPE_BYTES, "rank": comm.rank, "nranks": comm.size, "root": -1, "kind": 0,
                 "op": 0}
         self.kernel_launch = Launch(peer_exchange_simple, self.blocks, GRID[1], args, argtypes=argtypes(comm.size))
 
@@ -102,7 +132,7 @@ def argtypes(nranks: int) -> tuple:
     """The numba types of ``peer_exchange_simple``'s arguments on ``nranks`` ranks."""
     i64 = types.int64
     return (types.UniTuple(ht.memory_channel(), nranks - 1), types.UniTuple(ht.BYTES, nranks - 1), ht.BYTES,
-            types.UniTuple(i64, ROW * nranks), ht.BYTES, ht.BYTES, ht.BYTES, ht.U32, i64, i64, i64, i64, i64, i64)
+            types.UniTuple(i64, ROW * nranks), ht.BYTES, ht.BYTES, ht.BYTES, ht.U32, *(i64,) * 9)
 
 
 def lanes(comm) -> ExchangeLanes:

@@ -8,11 +8,15 @@ receive descriptor); descriptors are ``runtime.fingerprint`` packs of what this 
 p, 0 with the check off. Before any data moves between two ranks they trade descriptors (LL16 packets in a
 per-pair area, flagged with a per-pair sequence number), and a disagreement is recorded on both (pair check).
 
-Data goes in rounds of ``chunk`` bytes through the receiver's scratch (a slot of two halves per sender; block b
-owns the same slice of every round and semaphores 2b (data) and 2b + 1 (credits)): the sender writes round k
-once the receiver freed round k - 2 of that half, the receiver copies it out and returns a credit. Within a
-round every block sends before it receives, so every wait depends on a step that comes earlier on its peer:
-no deadlock for any pattern. A call ends once every credit is back, so the next starts on free halves.
+Data goes in rounds of ``chunk`` bytes through a ring of ``slots`` slots per sender in the receiver's scratch:
+the sender writes round k once the receiver freed round k - slots of that slot, the receiver copies it out and
+returns a credit. Every pair's stream runs on stripes (``stripes_of``: by its bytes, so both ends agree), stripe
+l a slice of every round with semaphores 2l (data) and 2l + 1 (credits) of the pair's channel; the stripes of
+all peers spread over the blocks, so every peer's transfer runs at once. Each block does its stripes' sends of a
+round before their receives, so every wait depends on a step that comes earlier on its peer: no deadlock for any
+pattern while every block runs (``grid``: the grid fits; the simulator, which runs blocks one after another,
+runs one). A reduce has every block stream a slice of each rank's range into the root, which reduces each round
+of all peers at once.
 """
 
 from __future__ import annotations
@@ -26,7 +30,7 @@ from ..channels import reduce as red
 from ..channels import semaphore as sem
 from ..channels.device_errors import (OP_PAIR_RECV, OP_PAIR_SEND, OP_PAIR_WAIT, OP_RECV_DATA, OP_SEND_CREDIT,
                                       record_mismatch)
-from ..channels.peers import peer_rank
+from ..channels.peers import peer_index, peer_rank
 from ..channels.ptx import store_v4_volatile
 from .blocks import SIMPLE_LIMITS, copy_unless_same, round_share
 
@@ -134,76 +138,142 @@ def _signal(ch, idx):
 
 
 @cuda.jit(device=True)
-def send_round(chans, table, inp, chunk, rank, nranks, k, tid, nt):
-    """Round ``k`` of every peer's send range into its scratch slot ``rank`` (after its credit for round k - 2);
-    False when a wait failed."""
-    b = cuda.blockIdx.x
-    for j in range(nranks - 1):
-        p = peer_rank(j, rank)
-        n = table[ROW * p + SEND_N]
-        if k * chunk < n:
-            if k >= 2 and waited(chans[j], 2 * b + 1, OP_SEND_CREDIT):
-                return False
-            lo, cnt = round_share(n, chunk, k)
-            if cnt > 0:
-                prim.copy_bytes(chans[j].dst, (2 * rank + k % 2) * chunk + lo, inp,
-                                table[ROW * p + SEND_OFF] + k * chunk + lo, cnt, tid, nt)
-            _signal(chans[j], 2 * b)
-    return True
+def stripes_of(nbytes, chunk, stripes, stripe_bytes):
+    """Stripes a stream of ``nbytes`` runs on (0: none): one per ``stripe_bytes`` of a round, at most ``stripes``. Both
+    ends know the stream's bytes, so they agree."""
+    if nbytes <= 0:
+        return 0
+    return max(1, min(stripes, (min(nbytes, chunk) + stripe_bytes - 1) // stripe_bytes))
 
 
 @cuda.jit(device=True)
-def receive_round(chans, table, out, scratch, chunk, rank, nranks, k, tid, nt):
-    """Round ``k`` of every peer's range out of its slot of our scratch into ``out``, then its credit; False when
-    a wait failed."""
-    b = cuda.blockIdx.x
-    for j in range(nranks - 1):
-        p = peer_rank(j, rank)
-        n = table[ROW * p + RECV_N]
-        if k * chunk < n:
-            if waited(chans[j], 2 * b, OP_RECV_DATA):
-                return False
-            lo, cnt = round_share(n, chunk, k)
-            if cnt > 0:
-                prim.copy_bytes(out, table[ROW * p + RECV_OFF] + k * chunk + lo, scratch,
-                                (2 * p + k % 2) * chunk + lo, cnt, tid, nt)
-            _signal(chans[j], 2 * b + 1)
-    return True
+def stripes_in_call(table, chunk, stripes, stripe_bytes, rank, nranks):
+    """Every send and receive stripe of the call (blocks from this index on have none)."""
+    total = 0
+    for p in range(nranks):
+        if p != rank:
+            total += stripes_of(table[ROW * p + SEND_N], chunk, stripes, stripe_bytes)
+            total += stripes_of(table[ROW * p + RECV_N], chunk, stripes, stripe_bytes)
+    return total
 
 
 @cuda.jit(device=True)
-def reduce_round(chans, table, inp, out, scratch, chunk, rank, nranks, k, tid, nt, kind, op):
-    """At the root, round ``k`` of every rank's data (ours from ``inp``, the peers' from their scratch slots)
-    reduced in rank order into ``out``, then a credit to every peer; False when a wait failed."""
-    b = cuda.blockIdx.x
-    n = table[ROW * peer_rank(0, rank) + RECV_N]
-    if k * chunk >= n:
-        return True
-    failed = 0
-    if tid < nranks - 1 and not sem.wait_for(chans[tid], 2 * b, OP_RECV_DATA):
-        failed = 1
-    if cuda.syncthreads_or(failed):
+def slice_of(nbytes, chunk, k, stripe, nstripes):
+    """(first byte within round ``k``, byte count) of stripe ``stripe`` of ``nstripes``: the same 16-byte-aligned slice
+    of every round (a short last round ends early); count <= 0: none."""
+    r_n = min(chunk, nbytes - k * chunk)
+    each = ((min(nbytes, chunk) + nstripes - 1) // nstripes + 15) // 16 * 16
+    lo = min(stripe * each, r_n)
+    return lo, min(each, r_n - lo)
+
+
+@cuda.jit(device=True)
+def stripe_round(chans, j, table, inp, out, scratch, chunk, slots, rank, p, k, stripe, nstripes, receiving, tid, nt):
+    """Round ``k`` of stripe ``stripe`` of our stream with ``p`` (``chans[j]``). Sending: into slot k % ``slots`` of
+    our ring in its scratch once it freed that slot (credit of round k - slots on semaphore 2 stripe + 1), then a
+    signal on 2 stripe; receiving: out of its ring in our scratch after that signal, then the credit. False when
+    the wait failed."""
+    ring = k % slots * chunk  # the round's slot in a ring
+    if receiving:
+        wait_idx, signal_idx, what, n = 2 * stripe, 2 * stripe + 1, OP_RECV_DATA, table[ROW * p + RECV_N]
+    else:
+        wait_idx, signal_idx, what, n = 2 * stripe + 1, 2 * stripe, OP_SEND_CREDIT, table[ROW * p + SEND_N]
+    if (receiving or k >= slots) and waited(chans[j], wait_idx, what):
         return False
-    lo, cnt = round_share(n, chunk, k)
+    lo, cnt = slice_of(n, chunk, k, stripe, nstripes)
     if cnt > 0:
-        at = k * chunk + lo
-        red.reduce_slots(out, table[ROW * rank + RECV_OFF] + at, inp, table[ROW * rank + SEND_OFF] + at, rank,
-                         scratch, (k % 2) * chunk + lo, 2 * chunk, nranks, cnt, tid, nt, kind, op, chans)
-    cuda.syncthreads()
-    if tid < nranks - 1:
-        mc.signal(chans[tid], 2 * b + 1)
+        if receiving:
+            dst, dst_off = out, table[ROW * p + RECV_OFF] + k * chunk
+            src, src_off = scratch, p * slots * chunk + ring
+        else:
+            dst, dst_off = chans[j].dst, rank * slots * chunk + ring
+            src, src_off = inp, table[ROW * p + SEND_OFF] + k * chunk
+        prim.copy_bytes(dst, dst_off + lo, src, src_off + lo, cnt, tid, nt)
+    _signal(chans[j], signal_idx)
     return True
 
 
 @cuda.jit(device=True)
-def drain_credits(credits, idx, table, chunk, rank, nranks):
-    """Wait on semaphore ``idx`` of ``credits[j]`` for the credits of the last two rounds sent to each peer j:
-    its scratch halves are free again."""
+def exchange_round(chans, table, inp, out, scratch, chunk, slots, stripes, stripe_bytes, rank, nranks, k, tid, nt):
+    """Round ``k`` of the calling block's stripes: stripes are numbered every peer's send stripes first, then every
+    peer's receive stripes, and stripe i is block i % blocks's; its sends go before its receives. False when a
+    wait failed."""
+    b, nb = cuda.blockIdx.x, cuda.gridDim.x
+    i = 0
+    for receiving in range(2):
+        for j in range(nranks - 1):
+            p = peer_rank(j, rank)
+            n = table[ROW * p + (RECV_N if receiving else SEND_N)]
+            nl = stripes_of(n, chunk, stripes, stripe_bytes)
+            for stripe in range(nl):
+                if i % nb == b and k * chunk < n and not stripe_round(chans, j, table, inp, out, scratch, chunk, slots,
+                                                                     rank, p, k, stripe, nl, receiving != 0, tid, nt):
+                    return False
+                i += 1
+    return True
+
+
+@cuda.jit(device=True)
+def drain_stripes(chans, table, chunk, slots, stripes, stripe_bytes, rank, nranks):
+    """Every send stripe of the calling block waits for the credits of its last rounds: the rings are free again for
+    the next call."""
+    b, nb = cuda.blockIdx.x, cuda.gridDim.x
+    i = 0
     for j in range(nranks - 1):
         n = table[ROW * peer_rank(j, rank) + SEND_N]
-        for _ in range(min(2, (n + chunk - 1) // chunk)):
-            if waited(credits[j], idx, OP_SEND_CREDIT):
-                return
+        nl = stripes_of(n, chunk, stripes, stripe_bytes)
+        for stripe in range(nl):
+            if i % nb == b:
+                for _ in range(min(slots, (n + chunk - 1) // chunk)):
+                    if waited(chans[j], 2 * stripe + 1, OP_SEND_CREDIT):
+                        return
+            i += 1
+
+
+@cuda.jit(device=True)
+def send_to_root(chans, table, inp, chunk, slots, rank, root, tid, nt):
+    """A reduce off the root: our range, every block its slice of each round, into ring ``rank`` of the root's
+    scratch (after the credit of round k - ``slots``), then the last credits; False when a wait failed."""
+    ch = chans[peer_index(root, rank)]
+    b = cuda.blockIdx.x
+    n = table[ROW * root + SEND_N]
+    sent = (n + chunk - 1) // chunk
+    for k in range(sent):
+        if k >= slots and waited(ch, 2 * b + 1, OP_SEND_CREDIT):
+            return False
+        lo, cnt = round_share(n, chunk, k)
+        if cnt > 0:
+            prim.copy_bytes(ch.dst, (rank * slots + k % slots) * chunk + lo, inp,
+                            table[ROW * root + SEND_OFF] + k * chunk + lo, cnt, tid, nt)
+        _signal(ch, 2 * b)
+    for _ in range(min(slots, sent)):
+        if waited(ch, 2 * b + 1, OP_SEND_CREDIT):
+            return False
+    return True
+
+
+@cuda.jit(device=True)
+def reduce_at_root(chans, table, inp, out, scratch, chunk, slots, rank, nranks, tid, nt, kind, op):
+    """At the root, round k of every rank's data (ours from ``inp``, the peers' from ring slot k % ``slots`` of
+    their rings) reduced in rank order into ``out``, thread j waiting for peer j, then a credit to every peer;
+    False when a wait failed."""
+    b = cuda.blockIdx.x
+    n = table[ROW * peer_rank(0, rank) + RECV_N]
+    for k in range((n + chunk - 1) // chunk):
+        failed = 0
+        if tid < nranks - 1 and not sem.wait_for(chans[tid], 2 * b, OP_RECV_DATA):
+            failed = 1
+        if cuda.syncthreads_or(failed):
+            return False
+        lo, cnt = round_share(n, chunk, k)
+        if cnt > 0:
+            at = k * chunk + lo
+            red.reduce_slots(out, table[ROW * rank + RECV_OFF] + at, inp, table[ROW * rank + SEND_OFF] + at, rank,
+                             scratch, (k % slots) * chunk + lo, slots * chunk, nranks, cnt, tid, nt, kind, op, chans)
+        cuda.syncthreads()
+        if tid < nranks - 1:
+            mc.signal(chans[tid], 2 * b + 1)
+    return True
 
 
 @cuda.jit(device=True)
@@ -218,28 +288,33 @@ def copy_own(table, inp, out, rank, tid, nt):
 
 
 @cuda.jit(device=True)
-def peer_exchange(chans, areas, area, table, inp, out, scratch, seqs, chunk, rank, nranks, root, kind, op):
-    """One call: the pair check, our own range copied (unless in place), then the rounds; ``root`` >= 0: a
-    reduce into ``root`` (its receive ranges are the peers' data, reduced with ``kind`` and ``op``)."""
+def peer_exchange(chans, areas, area, table, inp, out, scratch, seqs, chunk, slots, stripes, stripe_bytes, rank, nranks,
+                  root, kind, op):
+    """One call: the pair check, our own range copied (unless in place), then the rounds of the block's stripes
+    (a block with none ends); ``root`` >= 0: a reduce into ``root``, reduced with ``kind`` and ``op``."""
     tid, nt = cuda.threadIdx.x, cuda.blockDim.x
     post_descriptors(areas, table, seqs, rank, nranks)
     if not pairs_agree(chans, area, table, seqs, rank, nranks):
         return
-    if root < 0:
-        copy_own(table, inp, out, rank, tid, nt)
+    if root == rank:
+        reduce_at_root(chans, table, inp, out, scratch, chunk, slots, rank, nranks, tid, nt, kind, op)
+        return
+    if root >= 0:
+        send_to_root(chans, table, inp, chunk, slots, rank, root, tid, nt)
+        return
+    copy_own(table, inp, out, rank, tid, nt)
+    if cuda.blockIdx.x >= stripes_in_call(table, chunk, stripes, stripe_bytes, rank, nranks):
+        return
     for k in range(rounds_of(table, rank, nranks, chunk)):
-        if not send_round(chans, table, inp, chunk, rank, nranks, k, tid, nt):
+        if not exchange_round(chans, table, inp, out, scratch, chunk, slots, stripes, stripe_bytes, rank, nranks, k,
+                              tid, nt):
             return
-        if root < 0:
-            if not receive_round(chans, table, out, scratch, chunk, rank, nranks, k, tid, nt):
-                return
-        elif rank == root:
-            if not reduce_round(chans, table, inp, out, scratch, chunk, rank, nranks, k, tid, nt, kind, op):
-                return
-    drain_credits(chans, 2 * cuda.blockIdx.x + 1, table, chunk, rank, nranks)
+    drain_stripes(chans, table, chunk, slots, stripes, stripe_bytes, rank, nranks)
 
 
 @cuda.jit(cache=True, **SIMPLE_LIMITS)
-def peer_exchange_simple(chans, areas, area, table, inp, out, scratch, seqs, chunk, rank, nranks, root, kind, op):
+def peer_exchange_simple(chans, areas, area, table, inp, out, scratch, seqs, chunk, slots, stripes, stripe_bytes, rank,
+                         nranks, root, kind, op):
     """``peer_exchange`` (puts and semaphores)."""
-    peer_exchange(chans, areas, area, table, inp, out, scratch, seqs, chunk, rank, nranks, root, kind, op)
+    peer_exchange(chans, areas, area, table, inp, out, scratch, seqs, chunk, slots, stripes, stripe_bytes, rank, nranks,
+                  root, kind, op)

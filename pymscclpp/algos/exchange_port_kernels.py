@@ -16,7 +16,18 @@ from ..channels import semaphore as sem
 from ..channels.device_errors import OP_RECV_DATA, OP_SEND_CREDIT
 from ..channels.peers import peer_rank
 from .blocks import round_share
-from .exchange_kernels import RECV_N, RECV_OFF, ROW, SEND_N, SEND_OFF, copy_own, drain_credits, rounds_of, waited
+from .exchange_kernels import RECV_N, RECV_OFF, ROW, SEND_N, SEND_OFF, copy_own, rounds_of, waited
+
+
+@cuda.jit(device=True)
+def drain_credits(credits, idx, table, chunk, rank, nranks):
+    """Wait on semaphore ``idx`` of ``credits[j]`` for the credits of the last two rounds sent to each peer j:
+    its scratch halves are free again."""
+    for j in range(nranks - 1):
+        n = table[ROW * peer_rank(j, rank) + SEND_N]
+        for _ in range(min(2, (n + chunk - 1) // chunk)):
+            if waited(credits[j], idx, OP_SEND_CREDIT):
+                return
 
 
 @cuda.jit(device=True)

@@ -22,7 +22,7 @@ from ..runtime.buffers import BufferInfo, buffer_info, stream_handle
 from ..runtime.fingerprint import DTYPES
 from ..runtime.memory import alloc
 from .algorithm import Call, CallBuffer
-from .exchange import descriptor, layout
+from .exchange import descriptor, layout, rooted_descriptors
 
 
 _COUNT = struct.Struct("<q")
@@ -55,22 +55,28 @@ def _overlap(a: BufferInfo, b: BufferInfo) -> bool:
 
 
 class Staging:
-    """Device buffers a group packs its sends into or unpacks its receives from when it has several; grown on
-    demand, every one kept while the communicator lives (a captured CUDA graph may still read an old one)."""
+    """Device buffers a group packs its sends into or unpacks its receives from when it has several (and a
+    sharded reduce's shards, ``exchange_reduce``), by use; grown on demand, every one kept while the
+    communicator lives (a captured CUDA graph may still read an old one)."""
 
     def __init__(self):
-        self._buffers: dict[str, list] = {"send": [], "recv": []}
+        self._buffers: dict[str, list] = {}
 
     def get(self, which: str, nbytes: int) -> CallBuffer:
         """A ``which`` staging buffer of at least ``nbytes`` (address and uint8 view), as a Call holds it."""
-        kept = self._buffers[which]
+        kept = self._buffers.setdefault(which, [])
         if not kept or kept[-1].size < nbytes:
             kept.append(alloc(max(nbytes, 2 * kept[-1].size if kept else 1 << 16)))
         buf = kept[-1]
         return CallBuffer(buffer_info(buf).ptr, buf)
 
     def close(self) -> None:
-        self._buffers = {"send": [], "recv": []}
+        self._buffers = {}
+
+
+def staging(comm) -> Staging:
+    """The communicator's staging buffers."""
+    return comm.extension("exchange-staging", lambda c: Staging())
 
 
 def _copy(dst: CallBuffer, dst_off: int, src: CallBuffer, src_off: int, nbytes: int, stream: int) -> None:
@@ -190,15 +196,15 @@ def issue(comm, ops: list[PeerOp]) -> None:
             descriptors[p] = (descriptor("send_recv", s_bytes, s_dtype, root=s_n),
                               descriptor("send_recv", r_bytes, r_dtype, root=r_n))
     send = recv = CallBuffer(None)
-    staging = comm.extension("exchange-staging", lambda c: Staging())
+    buffers = staging(comm)
     if staged_send:
-        send = staging.get("send", send_at)
+        send = buffers.get("send", send_at)
         for o, at in packing:
             _copy(send, at, _pair(o.info), 0, o.info.nbytes, stream)
     elif send_ops:
         send = _pair(send_ops[0].info)
     if staged_recv:
-        recv = staging.get("recv", recv_at)
+        recv = buffers.get("recv", recv_at)
     elif recv_ops:
         recv = _pair(recv_ops[0].info)
     total = sum(o.info.nbytes for o in ops)
@@ -302,21 +308,6 @@ def _run(comm, collective, send, sendbuf, recv, recvbuf, sends, recvs, descripto
                       in_place=False, layout=table), algo)
 
 
-def _rooted_descriptors(comm, collective, nbytes, dtype, root, op="sum") -> dict | None:
-    """Pair descriptors of a rooted call moving ``nbytes`` between the root and every other rank, toward the
-    root (gather, reduce) or from it (scatter); nothing between two ranks that are not the root."""
-    if not config.get("PYMSCCLPP_CHECK"):
-        return None
-    to_root = collective != "scatter"
-    out = {}
-    for p in range(comm.size):
-        if p != comm.rank:
-            sends, receives = ((p == root), (comm.rank == root)) if to_root else ((comm.rank == root), (p == root))
-            out[p] = (descriptor(collective, nbytes if sends else 0, dtype, op, root),
-                      descriptor(collective, nbytes if receives else 0, dtype, op, root))
-    return out
-
-
 def _root_slots(comm, what: str, side: str, buf, slot: BufferInfo, root: int) -> BufferInfo:
     """The root's ``side`` buffer of a gather or scatter, checked: ``size`` slots like ``slot`` (the other
     buffer), disjoint from it or, in place, with ``slot`` its slot ``root``."""
@@ -346,7 +337,8 @@ def gather(comm, sendbuf, recvbuf, root, stream, algo) -> None:
     sends = {root: (0, n)}  # at the root: its own slot, copied
     recvs = {p: (p * n, n) for p in range(comm.size)} if comm.rank == root else {}
     _run(comm, "gather", send, sendbuf, recv, recvbuf, sends, recvs,
-         _rooted_descriptors(comm, "gather", n, send.dtype, root), n * comm.size, send.dtype, "sum", root,
+         rooted_descriptors(comm.size, comm.rank, "gather", n, send.dtype, root), n * comm.size, send.dtype,
+         "sum", root,
          stream_handle(stream, sendbuf, comm.device), algo)
 
 
@@ -365,7 +357,8 @@ def scatter(comm, sendbuf, recvbuf, root, stream, algo) -> None:
     sends = {p: (p * n, n) for p in range(comm.size)} if comm.rank == root else {}
     recvs = {root: (0, n)}  # at the root: its own slot, copied
     _run(comm, "scatter", send, sendbuf, recv, recvbuf, sends, recvs,
-         _rooted_descriptors(comm, "scatter", n, recv.dtype, root), n * comm.size, recv.dtype, "sum", root,
+         rooted_descriptors(comm.size, comm.rank, "scatter", n, recv.dtype, root), n * comm.size, recv.dtype,
+         "sum", root,
          stream_handle(stream, recvbuf, comm.device), algo)
 
 
@@ -400,5 +393,6 @@ def reduce(comm, sendbuf, recvbuf, root, op, stream, algo) -> None:
     else:
         sends, recvs = {root: (0, n)}, {}
     _run(comm, "reduce", send, sendbuf, recv if comm.rank == root else None, out, sends, recvs,
-         _rooted_descriptors(comm, "reduce", n, send.dtype, root, op), n, send.dtype, op, root,
+         rooted_descriptors(comm.size, comm.rank, "reduce", n, send.dtype, root, op), n, send.dtype, op,
+         root,
          stream_handle(stream, sendbuf, comm.device), algo)

@@ -13,7 +13,7 @@ from pymscclpp.errors import InvalidUsageError
 
 
 def _limits(rows) -> grid.GridLimits:
-    boot = SimpleNamespace(all_gather=lambda raw: [struct.pack("<qq", *row) for row in rows])
+    boot = SimpleNamespace(all_gather=lambda raw, what=None: [struct.pack("<qq", *row) for row in rows])
     return grid.GridLimits(SimpleNamespace(bootstrap=boot))
 
 

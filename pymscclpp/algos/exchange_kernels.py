@@ -12,9 +12,10 @@ Data goes in rounds of ``chunk`` bytes through a ring of ``slots`` slots per sen
 the sender writes round k once the receiver freed round k - slots of that slot, the receiver copies it out and
 returns a credit. Every pair's stream runs on stripes (``stripes_of``: by its bytes, so both ends agree), stripe
 l a slice of every round with semaphores 2l (data) and 2l + 1 (credits) of the pair's channel; the stripes of
-all peers spread over the blocks, so every peer's transfer runs at once. Each block does its stripes' sends of a
-round before their receives, so every wait depends on a step that comes earlier on its peer: no deadlock for any
-pattern while every block runs (``grid``: the grid fits; the simulator, which runs blocks one after another,
+all peers spread over the blocks, so every peer's transfer runs at once. Each block sends round k of its stripes,
+then receives round k - (slots - 1) (the data its peers sent that many steps before: receives rarely wait, and
+a late peer does not hold up the chain of every other pair), so every wait depends on a step that comes earlier
+on its peer: no deadlock for any pattern while every block runs (``grid``: the grid fits; the simulator, which runs blocks one after another,
 runs one). A reduce has every block stream a slice of each rank's range into the root, which reduces each round
 of all peers at once.
 """
@@ -194,20 +195,21 @@ def stripe_round(chans, j, table, inp, out, scratch, chunk, slots, rank, p, k, s
 
 
 @cuda.jit(device=True)
-def exchange_round(chans, table, inp, out, scratch, chunk, slots, stripes, stripe_bytes, rank, nranks, k, tid, nt):
-    """Round ``k`` of the calling block's stripes: stripes are numbered every peer's send stripes first, then every
-    peer's receive stripes, and stripe i is block i % blocks's; its sends go before its receives. False when a
+def exchange_round(chans, table, inp, out, scratch, chunk, slots, stripes, stripe_bytes, rank, nranks, k, receiving,
+                   tid, nt):
+    """Round ``k`` of the calling block's send (``receiving`` 0) or receive (1) stripes: stripes are numbered every
+    peer's send stripes first, then every peer's receive stripes, and stripe i is block i % blocks's. False when a
     wait failed."""
     b, nb = cuda.blockIdx.x, cuda.gridDim.x
     i = 0
-    for receiving in range(2):
+    for phase in range(2):
         for j in range(nranks - 1):
             p = peer_rank(j, rank)
-            n = table[ROW * p + (RECV_N if receiving else SEND_N)]
+            n = table[ROW * p + (RECV_N if phase else SEND_N)]
             nl = stripes_of(n, chunk, stripes, stripe_bytes)
             for stripe in range(nl):
-                if i % nb == b and k * chunk < n and not stripe_round(chans, j, table, inp, out, scratch, chunk, slots,
-                                                                     rank, p, k, stripe, nl, receiving != 0, tid, nt):
+                if phase == receiving and i % nb == b and k * chunk < n and not stripe_round(
+                        chans, j, table, inp, out, scratch, chunk, slots, rank, p, k, stripe, nl, phase != 0, tid, nt):
                     return False
                 i += 1
     return True
@@ -305,9 +307,13 @@ def peer_exchange(chans, areas, area, table, inp, out, scratch, seqs, chunk, slo
     copy_own(table, inp, out, rank, tid, nt)
     if cuda.blockIdx.x >= stripes_in_call(table, chunk, stripes, stripe_bytes, rank, nranks):
         return
-    for k in range(rounds_of(table, rank, nranks, chunk)):
-        if not exchange_round(chans, table, inp, out, scratch, chunk, slots, stripes, stripe_bytes, rank, nranks, k,
-                              tid, nt):
+    rounds, lag = rounds_of(table, rank, nranks, chunk), slots - 1
+    for k in range(rounds + lag):  # sends run slots - 1 rounds ahead of receives: a late peer stalls no one's ring
+        if k < rounds and not exchange_round(chans, table, inp, out, scratch, chunk, slots, stripes, stripe_bytes,
+                                             rank, nranks, k, 0, tid, nt):
+            return
+        if k >= lag and not exchange_round(chans, table, inp, out, scratch, chunk, slots, stripes, stripe_bytes, rank,
+                                           nranks, k - lag, 1, tid, nt):
             return
     drain_stripes(chans, table, chunk, slots, stripes, stripe_bytes, rank, nranks)
 

@@ -20,6 +20,7 @@ RUNNERS="primitives_tests collectives_tests callcheck_tests port_tests graph_rep
 NCCL_STEPS="primitives_bench nccl_api_tests allreduce_graph allreduce_tune_packet allreduce_tune_simple all_gather_graph
   reduce_scatter_graph all_to_all_graph broadcast_graph tp_decode allreduce_eager"  # torch.distributed or cupy NCCL
 TWO_RANK_STEPS="primitives_bench port_bench pipeline_mlp"
+NAMED_ONLY="verbs_tests"  # a part of another step (collectives_tests): runs only when STEPS names it
 declare -A LIMIT=([primitives_tests]=180 [collectives_tests]=300 [callcheck_tests]=180 [port_tests]=240 [graph_replays]=300 [soak]=420
                   [executor_tests]=420
                   [shrink_after_death]=300)
@@ -44,6 +45,7 @@ set_mpi() {  # MPI: mpirun with NP ranks; under MPS all of them on GPU 0 with th
 }
 skip_reason() {  # why step $1 cannot run in this mode (empty: it can)
   [ -n "${STEPS:-}" ] && [[ " $STEPS " != *" $1 "* ]] && { echo "-"; return; }  # not selected: silent
+  [ -z "${STEPS:-}" ] && [[ " $NAMED_ONLY " == *" $1 "* ]] && { echo "-"; return; }
   [ -n "${NPS:-}" ] && [[ " $RUNNERS " != *" $1 "* ]] && { echo "-"; return; }  # the matrix runs the runners
   if [ "$mps" = 1 ] && [[ " $NCCL_STEPS " == *" $1 "* ]]; then
     echo "needs NCCL, which refuses two ranks on one GPU"; return
@@ -85,6 +87,7 @@ steps() {  # every step at $np ranks
   run host_costs "${MPI[@]}" python3 -m pymscclpp.bench --op host --json "$out/host_$np.json"
   run primitives_bench "${MPI[@]}" python3 -m pymscclpp.bench --op memory_channel --json "$out/primitives.json"
   run collectives_tests "${MPI[@]}" python3 tests/gpu/run_collectives.py
+  run verbs_tests "${MPI[@]}" python3 tests/gpu/run_collectives.py --verbs
   run callcheck_tests "${MPI[@]}" python3 tests/gpu/run_callcheck.py
   PYMSCCLPP_SOCKET_ADDR=127.0.0.1 run port_tests "${MPI[@]}" python3 tests/gpu/run_port.py
   PYMSCCLPP_SOCKET_ADDR=127.0.0.1 run port_bench "${MPI[@]}" python3 -m pymscclpp.bench --op port_channel --json "$out/port.json"

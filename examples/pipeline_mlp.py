@@ -10,6 +10,7 @@ Exit status 1 on any mismatch.
 from __future__ import annotations
 
 import argparse
+import inspect
 
 
 def parse_args(argv=None) -> argparse.Namespace:
@@ -79,6 +80,8 @@ def compare(args) -> tuple[bool, str]:
     micro = torch.empty(args.batch // args.microbatches, args.width)
     # static shapes (no metadata traded between the stages): activations forward, their gradients back
     grads = {"output_grads": micro} if rank == 0 else {"input_grads": micro}
+    known = inspect.signature(PipelineStage.__init__).parameters  # torch before 2.12 takes no gradient shapes
+    grads = {k: v for k, v in grads.items() if k in known}
     stage = PipelineStage(stage_module, rank, 2, device, input_args=micro.clone().requires_grad_(rank == 1),
                           output_args=micro, **grads)
     schedule = ScheduleGPipe(stage, args.microbatches, loss_fn=torch.nn.functional.mse_loss)

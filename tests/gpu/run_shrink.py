@@ -66,7 +66,7 @@ def _rank(rank: int, size: int, uid: bytes, args: dict, out) -> None:
             try:
                 _checked(comm, send, recv, i)
             except PymscclppError as exc:
-                failed = f"{type(exc).__name__}: {exc}"
+                failed, failed_at = f"{type(exc).__name__}: {exc}", time.monotonic()
                 break
         if failed is None:
             raise AssertionError(f"rank {rank}: 100 all-reduces completed although rank {size - 1} died")
@@ -79,7 +79,8 @@ def _rank(rank: int, size: int, uid: bytes, args: dict, out) -> None:
             _checked(shrunk, send, recv, i)
         done = time.monotonic()
         out.send(("ok", dict(rank=rank, new_rank=shrunk.rank, new_size=shrunk.size, error=failed,
-                             shrink_s=shrunk_at - t0, first_ok=first_ok, loop_s=done - first_ok)))
+                             failed_at=failed_at, shrink_s=shrunk_at - t0, first_call_s=first_ok - shrunk_at,
+                             first_ok=first_ok, loop_s=done - first_ok)))
         shrunk.close()
     except BaseException:
         out.send(("error", f"rank {rank}:\n{traceback.format_exc()}"))
@@ -125,7 +126,8 @@ def main() -> int:
         for r, res in sorted(results.items()):
             res["death_to_first_ok_s"] = res["first_ok"] - died
             print(f"rank {r} -> {res['new_rank']}/{res['new_size']}: {res['error'][:100]}; "
-                  f"shrink {res['shrink_s']:.3f} s; death to first correct call {res['death_to_first_ok_s']:.3f} s; "
+                  f"death to error {res['failed_at'] - died:.3f} s; shrink {res['shrink_s']:.3f} s; first call "
+                  f"{res['first_call_s']:.3f} s; death to first correct call {res['death_to_first_ok_s']:.3f} s; "
                   f"{args.iters} checked all-reduces in {res['loop_s']:.2f} s", flush=True)
         report["death_to_first_ok_s"] = max(res["death_to_first_ok_s"] for res in results.values())
         report["ranks"] = results

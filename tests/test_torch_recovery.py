@@ -27,7 +27,9 @@ def _lose_a_peer_then_regroup(dist, store, rank: int, size: int):
     x = torch.ones(32)
     dist.all_reduce(x)
     assert torch.equal(x, torch.full((32,), float(size)))
-    if rank == 2:
+    store.set(f"first-call-done-{rank}", "1")
+    if rank == 2:  # once every rank's first call has returned: a death during it may fail it (the peer is gone)
+        store.wait([f"first-call-done-{r}" for r in range(size)])
         os.kill(os.getpid(), signal.SIGKILL)
     failed = None
     try:

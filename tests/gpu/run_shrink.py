@@ -56,6 +56,7 @@ def _rank(rank: int, size: int, uid: bytes, args: dict, out) -> None:
         recv = cuda.to_device(np.zeros(args["count"], np.float32))
         for i in range(args["before"]):
             _checked(comm, send, recv, i)
+        comm.barrier()  # every rank's calls before the death have returned (a death during one may fail it)
         if rank == size - 1:
             _fill[(send.size + 63) // 64, 64](send, np.float32((rank + 1) * (args["before"] % 7 + 1)))
             comm.all_reduce(send, recv)  # in flight on the GPU when this process dies

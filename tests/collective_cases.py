@@ -240,6 +240,46 @@ def reduce_scatter_registered(comm, state, count: int, dtype: str, seed: int, in
     comm.deregister_buffer(send)
 
 
+def captured_calls_zero_copy(comm, state, count: int, dtype: str, inplace: bool) -> None:
+    """All-reduce (``rsag``) and reduce-scatter (``read``) calls made while their stream is captured (the capture
+    check forced true, as the simulator has no graphs) map their unregistered buffers on every rank and run
+    zero-copy, exact; a later capture whose buffers moved on one rank only maps them anew (no stale peer
+    address), and a call not captured stages as before."""
+    from pymscclpp.algos import twoshot
+    from pymscclpp.runtime.memory import alloc, view_as
+    n, r, np_dtype = comm.size, comm.rank, np.dtype(dtype)
+    windows = comm.extension("windows")
+    first = view_as(alloc(n * count * np_dtype.itemsize), np_dtype)
+    moved = view_as(alloc(n * count * np_dtype.itemsize), np_dtype)
+    out = view_as(alloc(n * count * np_dtype.itemsize), np_dtype)
+    real = twoshot.capturing
+    twoshot.capturing = lambda stream: True
+    try:
+        for it, send in enumerate([first, moved if r == 1 else first]):
+            before = 0 if windows is None else windows.captured
+            send.copy_to_device(rank_data(r, n * count, dtype, it))
+            comm.all_reduce(send, None if inplace else out, algo="rsag")
+            cuda.synchronize()
+            comm.check_device_errors()
+            want = expected_allreduce(n, n * count, dtype, it, "sum")
+            np.testing.assert_array_equal((send if inplace else out).copy_to_host(), want)
+            windows = comm.extension("windows")
+            assert windows.captured == before + (1 if inplace else 2), (before, windows.captured)
+            send.copy_to_device(rank_data(r, n * count, dtype, it + 7))
+            shard = out[r * count:(r + 1) * count]
+            comm.reduce_scatter(send, shard, algo="read")
+            cuda.synchronize()
+            comm.check_device_errors()
+            want = expected_allreduce(n, n * count, dtype, it + 7, "sum")[r * count:(r + 1) * count]
+            np.testing.assert_array_equal(shard.copy_to_host(), want)
+    finally:
+        twoshot.capturing = real
+    mapped = windows.captured
+    comm.all_reduce(first, out, algo="rsag")
+    cuda.synchronize()
+    assert windows.captured == mapped
+
+
 def registered_on_some_ranks(comm, state, count: int) -> str:
     """Every rank registers a buffer, but only rank 0 calls all_reduce on it (the others on another buffer): the
     zero-copy call and the staged ones disagree, so every rank raises CallMismatchError (no rank returns a wrong

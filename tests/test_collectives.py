@@ -158,6 +158,12 @@ def test_reduce_scatter_on_a_registered_send_buffer_runs_zero_copy_and_is_exact(
     pool(size).run(cases.reduce_scatter_registered, count=count, dtype=dtype, seed=count, inplace=inplace)
 
 
+@pytest.mark.parametrize("size,count,dtype,inplace", [(2, 501, "float32", False), (3, 130, "float16", True),
+                                                      (4, 77, "int32", False)])
+def test_calls_captured_into_a_graph_map_their_buffers_and_run_zero_copy_exactly(size, count, dtype, inplace):
+    pool(size).run(cases.captured_calls_zero_copy, count=count, dtype=dtype, inplace=inplace)
+
+
 def test_a_zero_copy_call_meeting_staged_ones_fails_the_call_check_on_every_rank():
     from rankpool import RankPool
     p = RankPool(2, env={"PYMSCCLPP_TIMEOUT_S": "30"})  # its communicators fail for good: a pool of its own

@@ -5,12 +5,14 @@ from __future__ import annotations
 
 from numba.core import types
 
+from .. import config
 from ..channels import reduce as red
 from ..runtime import handle_types as ht
+from ..runtime.capture import capturing
 from ..runtime.fingerprint import REGISTERED
 from ..runtime.launch import Launch
 from . import twoshot_kernels as k2
-from .algorithm import Call
+from .algorithm import Call, CallBuffer
 from ..callcheck.area import handle_type
 from .oneshot import AllGather, Broadcast, OneShot, simple_round_bytes
 from .windows import Windows
@@ -30,17 +32,19 @@ def round_shards(size: int, nranks: int, slots: int) -> list[list[int]]:
 
 class ZeroCopyTwoStep(OneShot):
     """A two-step algorithm that runs zero-copy when the call's buffers start at registered ones
-    (``register_buffer``): ``zero_copy_kernel`` reads (and writes) peers' buffers through their windows, no
-    scratch. Its fingerprint says so, so ranks that disagree on it fail the call check. Subclasses name the
-    windows a call needs and the kernel's arguments."""
+    (``register_buffer``), or when the call is being captured into a CUDA graph (its buffers are then mapped on
+    every rank, ``Windows.capture``): ``zero_copy_kernel`` reads (and writes) peers' buffers through their
+    windows, no scratch. Its fingerprint says so, so ranks that disagree on it fail the call check. Subclasses
+    name the buffers a call needs in windows and the kernel's arguments."""
 
     zero_copy_kernel = None
 
     def setup(self, comm) -> None:
         super().setup(comm)
         self.windows = comm.extension("windows", Windows)
-        self._zero_copy: dict[tuple, Launch] = {}  # the windows' addresses -> their prepared launch
+        self._zero_copy: dict[tuple, Launch] = {}  # the registered windows' addresses -> their prepared launch
         self._generation = self.windows.generation
+        self._capture = config.get("PYMSCCLPP_GRAPH_ZERO_COPY")
 
     def param_values(self, call: Call) -> tuple:
         return (red.DTYPE_KINDS[call.dtype], red.OPS[call.op])
@@ -48,12 +52,12 @@ class ZeroCopyTwoStep(OneShot):
     def kernel_launches(self) -> list[Launch]:
         return [self.kernel_launch, *self._zero_copy.values()]
 
-    def call_windows(self, call: Call) -> tuple | None:
-        """The registered windows ``call`` runs on, or None when a buffer it needs is not registered."""
+    def window_buffers(self, call: Call) -> tuple[tuple[CallBuffer, int], ...]:
+        """The buffers (and their bytes) ``call`` reads or writes on peers, each of which must be in a window."""
         raise NotImplementedError
 
     def zero_copy_args(self, windows: tuple) -> dict:
-        """The zero-copy kernel's arguments on ``windows`` (per-call integers 0)."""
+        """The zero-copy kernel's arguments on ``windows`` (one per ``window_buffers``; per-call integers 0)."""
         raise NotImplementedError
 
     @classmethod
@@ -64,20 +68,26 @@ class ZeroCopyTwoStep(OneShot):
     def bind_zero_copy(self, launch: Launch, call: Call) -> None:
         """Set what a zero-copy launch takes from each call beyond its windows (nothing, unless overridden)."""
 
+    def _new_launch(self, windows: tuple) -> Launch:
+        return Launch(self.zero_copy_kernel, self.blocks, self.threads, self.zero_copy_args(windows),
+                      argtypes=self.zero_copy_argtypes(self.nranks))
+
     def _zero_copy_launch(self, call: Call) -> Launch | None:
-        """The prepared zero-copy launch for ``call``'s registered buffers, or None when one is not registered."""
-        windows = self.call_windows(call)
-        if windows is None:
-            return None
+        """The zero-copy launch for ``call``: prepared for its registered buffers, made for a captured call's (a
+        graph keeps its arguments), or None when neither."""
+        wanted = self.window_buffers(call)
+        windows = tuple(self.windows.find(buf.ptr, nbytes) for buf, nbytes in wanted)
+        if any(w is None for w in windows):
+            if not (self._capture and capturing(call.stream)):
+                return None
+            return self._new_launch(self.windows.capture(self.name, wanted))
         if self._generation != self.windows.generation:  # a deregistration: launches of closed windows go
             self._zero_copy.clear()
             self._generation = self.windows.generation
         key = tuple(w.address for w in windows)
         launch = self._zero_copy.get(key)
         if launch is None:
-            launch = self._zero_copy[key] = Launch(self.zero_copy_kernel, self.blocks, self.threads,
-                                                   self.zero_copy_args(windows),
-                                                   argtypes=self.zero_copy_argtypes(self.nranks))
+            launch = self._zero_copy[key] = self._new_launch(windows)
         return launch
 
     def launch(self, call: Call) -> None:
@@ -109,13 +119,13 @@ class AllReduceTwoShot(ZeroCopyTwoStep):
     params = ("kind", "op")
     ops = frozenset(red.OPS)  # avg too: each shard reduced in one pass (reduce_peers), then divided
 
-    def call_windows(self, call: Call) -> tuple | None:
-        sent = self.windows.find(call.send.ptr, call.peer_bytes)
-        got = sent if call.in_place else self.windows.find(call.recv.ptr, call.peer_bytes)
-        return None if sent is None or got is None else (sent, got)
+    def window_buffers(self, call: Call) -> tuple[tuple[CallBuffer, int], ...]:
+        if call.in_place:
+            return ((call.send, call.peer_bytes),)
+        return ((call.send, call.peer_bytes), (call.recv, call.peer_bytes))
 
     def zero_copy_args(self, windows: tuple) -> dict:
-        sent, got = windows
+        sent, got = windows[0], windows[-1]
         base = self.kernel_launch.values
         return {"chans": base["chans"], "call_check": base["call_check"], "fingerprint": 0, "ins": sent.handles,
                 "outs": got.handles,
@@ -125,8 +135,9 @@ class AllReduceTwoShot(ZeroCopyTwoStep):
     @classmethod
     def zero_copy_argtypes(cls, nranks: int) -> tuple:
         chans = types.UniTuple(ht.memory_channel(), nranks - 1)
+        peers = types.UniTuple(ht.peer_memory(), nranks - 1)
         i64 = types.int64
-        return (chans, handle_type(nranks - 1), i64, chans, chans, ht.BYTES, ht.BYTES, i64, i64, i64, i64, i64)
+        return (chans, handle_type(nranks - 1), i64, peers, peers, ht.BYTES, ht.BYTES, i64, i64, i64, i64, i64)
 
     def traffic(self, message_bytes: int, nranks: int, rank: int, root: int = 0) -> tuple[int, int]:
         """Peers pull the other shards of our staged input and our reduced shard; we pull theirs alike."""
@@ -146,9 +157,8 @@ class ReduceScatterRead(ZeroCopyTwoStep):
     ops = frozenset(red.OPS)  # avg too: one pass over every source (reduce_peers), then divided
     send_all = True
 
-    def call_windows(self, call: Call) -> tuple | None:
-        sent = self.windows.find(call.send.ptr, call.peer_bytes * self.nranks)
-        return None if sent is None else (sent,)
+    def window_buffers(self, call: Call) -> tuple[tuple[CallBuffer, int], ...]:
+        return ((call.send, call.peer_bytes * self.nranks),)
 
     def zero_copy_args(self, windows: tuple) -> dict:
         (sent,) = windows
@@ -164,8 +174,9 @@ class ReduceScatterRead(ZeroCopyTwoStep):
     @classmethod
     def zero_copy_argtypes(cls, nranks: int) -> tuple:
         chans = types.UniTuple(ht.memory_channel(), nranks - 1)
+        peers = types.UniTuple(ht.peer_memory(), nranks - 1)
         i64 = types.int64
-        return (chans, handle_type(nranks - 1), i64, chans, ht.BYTES, ht.BYTES, i64, i64, i64, i64, i64)
+        return (chans, handle_type(nranks - 1), i64, peers, ht.BYTES, ht.BYTES, i64, i64, i64, i64, i64)
 
     def traffic(self, message_bytes: int, nranks: int, rank: int, root: int = 0) -> tuple[int, int]:
         """Every peer pulls its slot of our staged input; we pull ours from each of theirs."""

@@ -1,37 +1,57 @@
 """Buffers registered with a communicator for zero-copy collectives: each rank registers its own buffer in the
-same order (a collective call), and gets a MemoryChannel to every peer's buffer of that registration, so a kernel
-reads peers' inputs and writes peers' outputs directly, with no scratch copy (NCCL's window registration)."""
+same order (a collective call) and maps every peer's buffer of that registration, so a kernel reads peers' inputs
+and writes peers' outputs directly, with no scratch copy (NCCL's window registration). A call captured into a
+CUDA graph registers its own buffers, every rank at the same captured call, and keeps them mapped until the
+communicator closes (the graph holds the addresses; vLLM's graph buffers)."""
 
 from __future__ import annotations
 
-from ..errors import InvalidUsageError
+from typing import Sequence
+
+from ..errors import InvalidUsageError, RegistrationError
+from ..runtime.backend import IS_SIM
 from ..runtime.buffers import buffer_info
+from ..runtime.capture import relaxed
+from ..runtime.memory import PeerMemory, RemoteMemory
+from .algorithm import CallBuffer
+
+if not IS_SIM:
+    from ..runtime import cudadrv
 
 
 class Window:
-    """One registration: this rank's buffer (start address and bytes) and its channels to every peer's buffer."""
+    """One registration: this rank's buffer (start address and bytes, ``local`` as kernels take it) and every
+    peer's buffer of the same registration (``handles``, in rank order without ours)."""
 
-    def __init__(self, comm, buf):
-        info = buffer_info(buf, comm.device)
-        self.address, self.nbytes = info.ptr, info.nbytes
-        peers = [p for p in range(comm.size) if p != comm.rank]
-        self.channels = comm.memory_channels(peers, src=buf, inbox=buf)
-        self.handles = tuple(self.channels[p].device_handle() for p in peers)
-        self.local = self.channels[peers[0]].inbox if peers else None  # our buffer as the uint8 array kernels take
+    def __init__(self, comm, buf, what: str = "register_buffer"):
+        reg = comm.register_memory(buf)
+        self.address, self.nbytes, self.local = reg.info.ptr, reg.nbytes, reg.local_bytes()
+        blobs = comm.bootstrap.all_gather(reg.serialize(), what=f"{what}: every rank's buffer handle")
+        self._remotes = []
+        for peer in range(comm.size):
+            if peer == comm.rank:
+                continue
+            remote = RemoteMemory(blobs[peer], job_token=comm.job_token)
+            self._remotes.append(remote)
+            if remote.rank != peer:
+                raise RegistrationError(f"rank {comm.rank}: {what}: the handle from peer {peer} claims rank "
+                                        f"{remote.rank}")
+        self.handles = tuple(PeerMemory(remote.device_view()) for remote in self._remotes)
 
     def close(self) -> None:
-        for ch in self.channels.values():
-            ch.close()
-        self.channels = {}
-        self.handles = ()
+        for remote in self._remotes:
+            remote.close()
+        self._remotes, self.handles = [], ()
 
 
 class Windows:
-    """The communicator's registered buffers by start address (``comm.extension("windows", Windows)``)."""
+    """The communicator's registered buffers by start address, and those of captured calls
+    (``comm.extension("windows", Windows)``)."""
 
     def __init__(self, comm):
         self.comm = comm
         self._by_address: dict[int, Window] = {}
+        self._captured: list[Window] = []
         self.generation = 0  # bumped by every deregistration: launches prepared for a window are stale
 
     def register(self, buf) -> None:
@@ -58,7 +78,24 @@ class Windows:
         window = self._by_address.get(address)
         return window if window is not None and nbytes <= window.nbytes else None
 
+    def capture(self, what: str, bufs: Sequence[tuple[CallBuffer, int]]) -> tuple[Window, ...]:
+        """Windows of a call being captured into a CUDA graph, one per (buffer, bytes) of ``bufs`` (collective:
+        every rank captures the same call and maps peers' buffers of it, in relaxed capture mode so the capture
+        goes on)."""
+        views = [buf.array if buf.array is not None else cudadrv.device_array(buf.ptr, nbytes)
+                 for buf, nbytes in bufs]
+        with self.comm.setup(f"{what} (captured)"), relaxed():
+            windows = tuple(Window(self.comm, view, f"{what} (captured)") for view in views)
+        self._captured.extend(windows)
+        return windows
+
+    @property
+    def captured(self) -> int:
+        """How many buffers of captured calls are mapped (each until the communicator closes)."""
+        return len(self._captured)
+
     def close(self) -> None:
-        for window in self._by_address.values():
+        for window in [*self._by_address.values(), *self._captured]:
             window.close()
         self._by_address.clear()
+        self._captured.clear()

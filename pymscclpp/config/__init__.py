@@ -153,6 +153,10 @@ VARIABLES: dict[str, Variable] = {v.name: v for v in [
              "grid does not fit them, as under MPS)", _int(0, 2**31 - 1)),
     Variable("PYMSCCLPP_TUNING_FILE", "path", None, "none: the built-in table", "a JSON file",
              "selection table written by the tuner (`python -m pymscclpp.bench.tune`)", str),
+    Variable("PYMSCCLPP_GRAPH_ZERO_COPY", "bool", True, "1", "1 or 0",
+             "`1`: an all-reduce or reduce-scatter captured into a CUDA graph maps its buffers on every rank and runs "
+             "zero-copy (every rank must capture the same calls); `0`: captured calls stage through scratch",
+             _choice(_ON_OFF)),
     Variable("PYMSCCLPP_TRAFFIC", "bool", False, "0", "1 (count channel traffic under the simulator) or 0",
              "`1`: under the simulator, count the bytes every MemoryChannel moves (`runtime/traffic.py`, "
              "`python -m pymscclpp.bench --op traffic`); `0`: off", _choice(_ON_OFF)),

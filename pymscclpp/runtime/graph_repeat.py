@@ -13,12 +13,13 @@ from __future__ import annotations
 import ctypes
 import weakref
 
+from .capture import Relaxed
+
 PROMOTE_AFTER = 2  # plain launches of one set of arguments before their repeats go out as a graph
 KEPT = 64  # graphs kept by key per launch, the oldest destroyed first
 _DRIVER_CALLS = ("cuGraphCreate", "cuGraphAddKernelNode_v2", "cuGraphInstantiateWithFlags",
                  "cuGraphExecKernelNodeSetParams_v2", "cuGraphLaunch", "cuStreamIsCapturing", "cuGraphExecDestroy",
                  "cuGraphDestroy", "cuThreadExchangeStreamCaptureMode")
-_CAPTURE_MODE_RELAXED = 2  # CU_STREAM_CAPTURE_MODE_RELAXED
 
 
 class KernelNodeParams(ctypes.Structure):
@@ -41,23 +42,9 @@ def _call(address: int, *args) -> int:
     return ctypes.CFUNCTYPE(ctypes.c_int)(address)(*args)
 
 
-class _Relaxed:
-    """The calling thread in relaxed stream-capture mode for the ``with`` body, its own mode restored after."""
-
-    def __init__(self, addresses: dict):
-        self._exchange, self._mode = addresses["cuThreadExchangeStreamCaptureMode"], ctypes.c_int()
-
-    def __enter__(self):
-        self._mode.value = _CAPTURE_MODE_RELAXED
-        _call(self._exchange, ctypes.byref(self._mode))
-
-    def __exit__(self, *exc):
-        _call(self._exchange, ctypes.byref(self._mode))
-
-
 def _destroy(addresses: dict, exec_: ctypes.c_void_p, graph: ctypes.c_void_p) -> None:
     """Destroy a graph and its exec (in flight, it is freed when it completes), in relaxed capture mode."""
-    with _Relaxed(addresses):
+    with Relaxed(addresses["cuThreadExchangeStreamCaptureMode"]):
         if exec_.value:
             _call(addresses["cuGraphExecDestroy"], exec_)
         if graph.value:
@@ -133,7 +120,7 @@ class GraphRepeat:
         del self._counts[id(key)]
         if len(self._kept) >= KEPT:
             self._kept.pop(next(iter(self._kept)))[1].destroy()
-        with _Relaxed(self._a):
+        with Relaxed(self._a["cuThreadExchangeStreamCaptureMode"]):
             graph = _OneGraph(self._a, self._node_params)
         if not graph.made:
             self.usable = False
@@ -154,7 +141,7 @@ class GraphRepeat:
         self._streak += 1
         if self._streak <= PROMOTE_AFTER or not self.usable:
             return False
-        with _Relaxed(self._a):
+        with Relaxed(self._a["cuThreadExchangeStreamCaptureMode"]):
             if self._current is None:
                 self._current = _OneGraph(self._a, self._node_params)
                 self.usable = self._current.made

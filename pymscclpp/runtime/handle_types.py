@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from numba.core import types
 
+from .memory import PeerMemory
 from .memory_channel import MemoryChannelHandle
 
 BYTES, U32, U64, I64 = (types.Array(t, 1, "C") for t in (types.uint8, types.uint32, types.uint64, types.int64))
@@ -17,3 +18,8 @@ word, rank, peer, channel, budget in ns."""
 def memory_channel() -> types.NamedTuple:
     """A ``MemoryChannelHandle``: src, dst and pkt bytes, inbound, outbound and expected tokens, the wait context."""
     return types.NamedTuple([BYTES, BYTES, BYTES, U64, U64, U64, *WAIT_CONTEXT], MemoryChannelHandle)
+
+
+def peer_memory() -> types.NamedTuple:
+    """A ``PeerMemory``: a peer's registered buffer (``dst`` bytes)."""
+    return types.NamedUniTuple(BYTES, 1, PeerMemory)

@@ -11,6 +11,7 @@ import hashlib
 import os
 import socket
 import struct
+from collections import namedtuple
 
 from typing import Any
 
@@ -18,7 +19,7 @@ import numpy as np
 
 from .. import config
 from ..errors import InvalidUsageError, RegistrationError
-from . import shm
+from . import shm, traffic
 from .backend import IS_SIM
 from .buffers import Buffer, as_bytes, buffer_info
 
@@ -113,6 +114,11 @@ class RegisteredMemory:
         return as_bytes(self.obj)
 
 
+PeerMemory = namedtuple("PeerMemory", "dst")
+"""A peer's registered buffer as kernels take it: ``dst``, named as a channel handle's, so a kernel reads peers'
+buffers alike through either."""
+
+
 class RemoteMemory:
     """A peer's registered memory mapped into this process, as a uint8 device array."""
 
@@ -143,6 +149,13 @@ class RemoteMemory:
             self.host_array = None
             self.array = cudadrv.device_array(base + self.offset, self.nbytes)
         self._open = True
+
+    def device_view(self) -> Buffer:
+        """The mapped memory as kernels take it; on the simulator with ``PYMSCCLPP_TRAFFIC=1`` a view that counts
+        the bytes moved through it (``runtime.traffic``)."""
+        if IS_SIM and traffic.enabled():
+            return FakeCUDAArray(traffic.counted(self.host_array, self.rank))
+        return self.array
 
     def close(self) -> None:
         """Unmap the peer's memory (arrays viewing it must no longer be used)."""

@@ -9,8 +9,6 @@ from __future__ import annotations
 
 from collections import namedtuple
 
-from . import traffic
-from .backend import IS_SIM
 from .buffers import as_bytes
 from .semaphore import Device2DeviceSemaphore
 
@@ -27,10 +25,7 @@ class MemoryChannel:
         self.comm, self.peer = comm, peer
         self.semaphore = Device2DeviceSemaphore(comm, peer, semaphores)
         self.remote = comm.exchange_memory(inbox, peer)
-        self.dst = self.remote.array
-        if IS_SIM and traffic.enabled():  # count what moves through the channel (runtime.traffic)
-            from numba.cuda.simulator.cudadrv.devicearray import FakeCUDAArray
-            self.dst = FakeCUDAArray(traffic.counted(self.remote.host_array, peer))
+        self.dst = self.remote.device_view()
         self.src = as_bytes(src)
         self.inbox = as_bytes(inbox)
 

@@ -153,7 +153,7 @@ class RemoteMemory:
     def device_view(self) -> Buffer:
         """The mapped memory as kernels take it; on the simulator with ``PYMSCCLPP_TRAFFIC=1`` a view that counts
         the bytes moved through it (``runtime.traffic``)."""
-        if IS_SIM and traffic.enabled():
+        if IS_SIM and traffic.enabled() and self.host_array is not None:
             return FakeCUDAArray(traffic.counted(self.host_array, self.rank))
         return self.array
 

@@ -88,8 +88,9 @@ class Communicator(_RuntimeCommunicator):
     @entry
     def register_buffer(self, buf: Buffer) -> None:
         """Register ``buf`` for zero-copy collectives (collective: every rank registers its own buffer, in the same
-        order): all-reduces on buffers that start at registered ones, on every rank, read peers' inputs and write
-        peers' outputs directly, with no scratch copy. Deregister it before freeing it."""
+        order): all-reduces, reduce-scatters, all-gathers, out-of-place all-to-alls and broadcasts (the root's send
+        buffer, the others' receive buffer) on buffers that start at registered ones, on every rank, read peers'
+        inputs and write peers' outputs directly, with no scratch copy. Deregister it before freeing it."""
         self.extension("windows", Windows).register(buf)
 
     @entry

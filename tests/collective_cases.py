@@ -245,15 +245,15 @@ def captured_calls_zero_copy(comm, state, count: int, dtype: str, inplace: bool)
     check forced true, as the simulator has no graphs) map their unregistered buffers on every rank and run
     zero-copy, exact; a later capture whose buffers moved on one rank only maps them anew (no stale peer
     address), and a call not captured stages as before."""
-    from pymscclpp.algos import twoshot
+    from pymscclpp.algos import zero_copy
     from pymscclpp.runtime.memory import alloc, view_as
     n, r, np_dtype = comm.size, comm.rank, np.dtype(dtype)
     windows = comm.extension("windows")
     first = view_as(alloc(n * count * np_dtype.itemsize), np_dtype)
     moved = view_as(alloc(n * count * np_dtype.itemsize), np_dtype)
     out = view_as(alloc(n * count * np_dtype.itemsize), np_dtype)
-    real = twoshot.capturing
-    twoshot.capturing = lambda stream: True
+    real = zero_copy.capturing
+    zero_copy.capturing = lambda stream: True
     try:
         for it, send in enumerate([first, moved if r == 1 else first]):
             before = 0 if windows is None else windows.captured
@@ -273,7 +273,7 @@ def captured_calls_zero_copy(comm, state, count: int, dtype: str, inplace: bool)
             want = expected_allreduce(n, n * count, dtype, it + 7, "sum")[r * count:(r + 1) * count]
             np.testing.assert_array_equal(shard.copy_to_host(), want)
     finally:
-        twoshot.capturing = real
+        zero_copy.capturing = real
     mapped = windows.captured
     comm.all_reduce(first, out, algo="rsag")
     cuda.synchronize()
@@ -307,3 +307,82 @@ def broadcast_without_root(comm, state) -> str:
     except InvalidUsageError as exc:
         return str(exc)
     raise AssertionError("broadcast without a root raised nothing")
+
+
+def _exchange_buffers(comm, collective: str, count: int, dtype: str, inplace: bool, root: int):
+    """(send, recv) device arrays of an all_gather, all_to_all or broadcast of ``count`` elements per slot."""
+    from pymscclpp.runtime.memory import alloc, view_as
+    n, r, np_dtype = comm.size, comm.rank, np.dtype(dtype)
+    slots = 1 if collective == "broadcast" else n
+    recv = view_as(alloc(slots * count * np_dtype.itemsize), np_dtype)
+    if inplace:
+        return (recv[r * count:(r + 1) * count] if collective == "all_gather" else recv), recv
+    send_count = count if collective != "all_to_all" else n * count
+    return view_as(alloc(send_count * np_dtype.itemsize), np_dtype), recv
+
+
+def _exchange_expected(comm, collective: str, count: int, dtype: str, seed: int, root: int) -> np.ndarray:
+    n, r = comm.size, comm.rank
+    if collective == "all_gather":
+        return np.concatenate([rank_data(p, count, dtype, seed) for p in range(n)])
+    if collective == "all_to_all":
+        return np.concatenate([rank_data(p, n * count, dtype, seed)[r * count:(r + 1) * count] for p in range(n)])
+    return rank_data(root, count, dtype, seed)
+
+
+def exchanges_zero_copy(comm, state, collective: str, count: int, dtype: str, inplace: bool, algo: str,
+                        captured: bool, repeat: int = 2) -> None:
+    """all_gather, all_to_all (out of place) and broadcast with ``algo`` on registered buffers (the send buffer;
+    broadcast: the root's send buffer and the others' receive buffer), or on unregistered ones while their
+    stream is captured (the capture check forced true, as the simulator has no graphs), run their zero-copy
+    kernel and equal the NumPy result on every rank, call after call, the send buffer untouched."""
+    from pymscclpp.algos import zero_copy
+    n, r = comm.size, comm.rank
+    root = 1 % n
+    send, recv = _exchange_buffers(comm, collective, count, dtype, inplace, root)
+    mapped = recv if collective == "broadcast" and r != root else send
+    if not captured:
+        comm.register_buffer(mapped)
+    real = zero_copy.capturing
+    zero_copy.capturing = lambda stream: captured
+    try:
+        for it in range(repeat):
+            data = rank_data(r, send.size, dtype, seed=count + it)
+            send.copy_to_device(data)
+            if not inplace:
+                recv.copy_to_device(np.full(recv.size, 99, np.dtype(dtype)))
+            before = comm.extension("windows").captured if captured else 0
+            kw = {"root": root} if collective == "broadcast" else {}
+            into = None if inplace and collective != "all_gather" else recv  # in place: all_gather from its slot
+            getattr(comm, collective)(send, into, algo=algo, **kw)
+            cuda.synchronize()
+            comm.check_device_errors()
+            if captured:
+                assert comm.extension("windows").captured == before + 1
+            np.testing.assert_array_equal(recv.copy_to_host(), _exchange_expected(comm, collective, count, dtype,
+                                                                                  count + it, root))
+            if not inplace:
+                np.testing.assert_array_equal(send.copy_to_host(), data)
+    finally:
+        zero_copy.capturing = real
+    if not captured:
+        names = [launch.kernel.py_func.__name__ for launch in comm.last_algorithm(collective).kernel_launches()]
+        assert any(name.endswith("zero_copy_simple") for name in names), names
+        comm.deregister_buffer(mapped)
+
+
+def broadcast_registered_on_the_root_only(comm, state, count: int) -> str:
+    """Every rank registers a buffer, but only the root broadcasts on it (the others into another buffer): the
+    zero-copy call and the staged ones disagree, so every rank raises CallMismatchError; the error's text."""
+    from pymscclpp.errors import CallMismatchError
+    from pymscclpp.runtime.memory import alloc, view_as
+    registered = view_as(alloc(4 * count), np.float32)
+    other = view_as(alloc(4 * count), np.float32)
+    comm.register_buffer(registered)
+    try:
+        comm.broadcast(registered if comm.rank == 1 else other, root=1, algo="simple")
+        cuda.synchronize()
+        comm.check_device_errors()
+    except CallMismatchError as exc:
+        return str(exc)
+    raise AssertionError("a zero-copy broadcast met staged ones and nothing failed")

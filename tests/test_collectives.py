@@ -179,3 +179,34 @@ def test_a_zero_copy_call_meeting_staged_ones_fails_the_call_check_on_every_rank
 def test_broadcast_without_a_root_says_the_root_is_required():
     texts = pool(2).run(cases.broadcast_without_root)
     assert all(t.startswith("broadcast: root is required: the rank whose buffer every rank gets, 0 to 1") for t in texts)
+
+
+_ZERO_COPY_EXCHANGES = [("all_gather", 2, 301, "float32", False, "simple", False),
+                        ("all_gather", 3, 130, "float16", False, "read", False),
+                        ("all_gather", 4, 77, "int32", True, "read", True),
+                        ("all_gather", 2, 55, "uint8", False, "simple", True),
+                        ("all_to_all", 2, 213, "float32", False, "simple", False),
+                        ("all_to_all", 4, 41, "float16", False, "simple", True),
+                        ("broadcast", 2, 517, "int32", False, "simple", False),
+                        ("broadcast", 3, 1003, "float32", True, "scatter_gather", False),
+                        ("broadcast", 4, 333, "float16", True, "scatter_gather", True),
+                        ("broadcast", 3, 250, "int16", False, "simple", True)]
+
+
+@pytest.mark.parametrize("collective,size,count,dtype,inplace,algo,captured", _ZERO_COPY_EXCHANGES)
+def test_gathers_and_broadcasts_on_mapped_buffers_run_zero_copy_and_are_exact(collective, size, count, dtype,
+                                                                              inplace, algo, captured):
+    pool(size).run(cases.exchanges_zero_copy, collective=collective, count=count, dtype=dtype, inplace=inplace,
+                   algo=algo, captured=captured)
+
+
+def test_a_zero_copy_broadcast_meeting_staged_ones_fails_the_call_check_on_every_rank():
+    from rankpool import RankPool
+    p = RankPool(2, env={"PYMSCCLPP_TIMEOUT_S": "30"})  # its communicators fail for good: a pool of its own
+    try:
+        texts = p.run(cases.broadcast_registered_on_the_root_only, count=999)
+    finally:
+        p.close()
+    assert "rank 1 called broadcast of 999 float32 from root 1 on registered buffers (zero-copy), rank 0 called " \
+           "broadcast of 999 float32 from root 1:" in texts[1], texts
+    assert all("CallMismatch" in t or "do not match" in t for t in texts), texts

@@ -41,3 +41,23 @@ def test_the_mismatch_text_names_both_sides():
     ours, theirs = fpr.pack("all_reduce", 4096, "float32", "sum", 0), fpr.pack("all_reduce", 8192, "float32", "sum", 0)
     assert fpr.mismatch_text(0, 1, ours, theirs, 5).startswith(
         "rank 0 called all_reduce of 1024 float32, rank 1 called all_reduce of 2048 float32: ")
+
+
+@pytest.mark.parametrize("collective", ["all_reduce", "reduce_scatter", "all_gather", "all_to_all", "broadcast"])
+def test_the_zero_copy_mark_differs_from_every_unmarked_call_and_keeps_the_fields(collective):
+    roots = range(4) if collective == "broadcast" else [0]
+    plain = {fpr.pack(collective, 4096, "float32", op, root) for op in fpr.OPS for root in roots}
+    for root in roots:
+        fp = fpr.pack(collective, 4096, "float32", "sum", root)
+        marked = fpr.zero_copy(fp)
+        assert marked not in plain and fpr.is_zero_copy(marked) and not fpr.is_zero_copy(fp)
+        assert 0 < marked < 1 << 63 and fpr.unpack(marked)[:2] == fpr.unpack(fp)[:2]
+        assert fpr.describe(marked) == fpr.describe(fp) + " on registered buffers (zero-copy)"
+        if collective == "broadcast":
+            assert fpr.unpack(marked).root == root
+    assert fpr.zero_copy(0) == 0
+
+
+def test_rooted_calls_that_reduce_have_no_zero_copy_mark():
+    with pytest.raises(ValueError, match="reduce has no zero-copy mark"):
+        fpr.zero_copy(fpr.pack("reduce", 64, "float32", "sum", 1))

@@ -14,7 +14,7 @@ from rankpool import RankPool
 
 def _requested(comm, state) -> set:
     """(kernel, argument types) of every launch of every one-shot, two-step and exchange algorithm this
-    communicator can set up, the zero-copy all-reduce's and reduce-scatter's on registered buffers too."""
+    communicator can set up, the zero-copy kernels' on registered buffers too (every collective that has one)."""
     import numpy as np
     from numba import cuda
     from pymscclpp.runtime.collectives import CALLS
@@ -25,6 +25,10 @@ def _requested(comm, state) -> set:
     comm.register_buffer(buf)
     comm.all_reduce(buf, algo="rsag")
     comm.reduce_scatter(buf, buf[comm.rank * 8:(comm.rank + 1) * 8], algo="read")
+    out_buf = view_as(alloc(2 * 64), np.float32)
+    comm.all_gather(buf, out_buf, algo="simple")
+    comm.all_to_all(buf, out_buf[:16], algo="simple")
+    comm.broadcast(buf, root=0, algo="simple")
     cuda.synchronize()
     out = set()
     for collective in CALLS:

@@ -1,5 +1,6 @@
 """The all-gather and all-to-all kernel: one exchange, a per-peer send stride apart, the protocol a
-compile-time parameter (one body, an entry kernel per protocol).
+compile-time parameter (one body, an entry kernel per protocol); and its zero-copy form, reading peers' mapped
+send buffers.
 ``chans[j]`` is the channel to the j-th peer in rank order: its ``dst`` is that peer's scratch, ``scratch`` our
 own.
 """
@@ -9,9 +10,11 @@ from __future__ import annotations
 from numba import cuda
 
 from ..callcheck.device import begin_call, calls_agree
+from ..channels import primitives as prim
 from ..channels.peers import peer_rank
 from .blocks import (PACKET, SIMPLE_LIMITS, SIMPLE, begin_and_send, copy_unless_same, end_round, receive, rounds, scale,
-                     sync_round)
+                     signal_and_wait_all, sync_round)
+from .twoshot_kernels import shard_slice
 
 
 @cuda.jit(device=True)
@@ -56,3 +59,27 @@ def exchange_simple(chans, call_check, fingerprint, inp, out, scratch, flags, nb
     """``exchange`` with the simple protocol."""
     exchange(SIMPLE, chans, call_check, fingerprint, inp, out, scratch, flags, nbytes, slot_bytes, rank, nranks,
              send_stride)
+
+
+@cuda.jit(device=True)
+def exchange_zero_copy(chans, call_check, fingerprint, ins, inp, out, nbytes, rank, nranks, send_stride):
+    """``exchange`` on send buffers mapped on every rank (``algos.windows``), no scratch: once every rank's input
+    is ready, each block reads its slice of ``ins[j].dst[rank * send_stride:][:nbytes]`` from every peer into that
+    peer's slot of ``out``; a second barrier ends the call when nobody reads our input any more."""
+    tid, nt = cuda.threadIdx.x, cuda.blockDim.x
+    begin_call(call_check, fingerprint, rank, nranks)
+    if not calls_agree(call_check, fingerprint, rank, nranks):
+        return
+    signal_and_wait_all(chans, nranks)
+    at, _, n = shard_slice(nbytes, 1, 0)
+    if n > 0:
+        copy_unless_same(out, rank * nbytes + at, inp, rank * send_stride + at, n, tid, nt)
+        for j in range(nranks - 1):
+            prim.copy_bytes(out, peer_rank(j, rank) * nbytes + at, ins[j].dst, rank * send_stride + at, n, tid, nt)
+    signal_and_wait_all(chans, nranks)
+
+
+@cuda.jit(cache=True, **SIMPLE_LIMITS)
+def exchange_zero_copy_simple(chans, call_check, fingerprint, ins, inp, out, nbytes, rank, nranks, send_stride):
+    """``exchange_zero_copy`` (simple protocol)."""
+    exchange_zero_copy(chans, call_check, fingerprint, ins, inp, out, nbytes, rank, nranks, send_stride)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from . import exchange
 from .oneshot import BY_COLLECTIVE
-from .twoshot import TWO_STEP, AllReduceTwoShot, ReduceScatterRead
+from .twoshot import TWO_STEP
 from .twoshot_packet import AllReduceTwoShotPacket
 
 
@@ -15,8 +15,10 @@ def entry_kernels(nranks: int) -> dict[str, tuple]:
     classes = [*BY_COLLECTIVE.values(), *TWO_STEP.values(), AllReduceTwoShotPacket]
     out = {kernel.py_func.__name__: (kernel, cls.argtypes(nranks))
            for cls in classes for kernel in cls.kernels.values()}
-    for cls in (AllReduceTwoShot, ReduceScatterRead):
-        out[cls.zero_copy_kernel.py_func.__name__] = (cls.zero_copy_kernel, cls.zero_copy_argtypes(nranks))
+    for cls in classes:
+        kernel = getattr(cls, "zero_copy_kernel", None)  # the zero-copy families' (``zero_copy``)
+        if kernel is not None:
+            out[kernel.py_func.__name__] = (kernel, cls.zero_copy_argtypes(nranks))
     kernel = exchange.peer_exchange_simple  # send/recv, all-to-all with counts, gather, scatter, reduce
     out[kernel.py_func.__name__] = (kernel, exchange.argtypes(nranks))
     return out

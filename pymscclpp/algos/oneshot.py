@@ -15,10 +15,11 @@ from ..runtime.backend import IS_SIM
 from ..runtime.launch import Launch
 from ..runtime.memory import alloc
 from ..errors import InvalidUsageError
-from .algorithm import Algorithm, Call, Constraint
+from .algorithm import Algorithm, Call, CallBuffer, Constraint
 from ..callcheck.area import MAX_BLOCKS, callcheck, handle_type
-from . import allgather_kernels, broadcast_kernels, reduce_kernels
+from . import allgather_kernels, broadcast_kernels, reduce_kernels, twoshot_kernels
 from .grid import blocks_for
+from .zero_copy import ZeroCopy, kernel_argtypes
 
 PACKET_MAX = 1 << 20  # the largest message a packet algorithm serves
 
@@ -82,7 +83,7 @@ class OneShot(Algorithm):
         self.check = callcheck(comm)  # first: one per communicator, whichever one-shot algorithm a rank sets up
         self.blocks = blocks_for(comm, self.blocks)
         self.lanes = shared = lanes(comm, self.protocol, self.blocks)
-        self.nranks = comm.size
+        self.rank, self.nranks = comm.rank, comm.size
         v = shared.view
         args = {"chans": shared.handles, "call_check": self.check.handle, "fingerprint": 0, "inp": v, "out": v,
                 "scratch": v, "flags": shared.flags, "nbytes": 0, "slot_bytes": shared.slot_bytes, "rank": comm.rank,
@@ -170,30 +171,57 @@ class ReduceScatter(AllReduce):
     send_all = True
 
 
-class AllGather(OneShot):
-    """All-pairs exchange: ``recv`` slot r is rank r's ``send``."""
+class AllGather(ZeroCopy, OneShot):
+    """All-pairs exchange: ``recv`` slot r is rank r's ``send``; zero-copy (simple protocol), each rank reads
+    every peer's mapped send buffer into its slot."""
 
     collective = "all_gather"
     kernels = {"packet": allgather_kernels.exchange_ll, "simple": allgather_kernels.exchange_simple}
+    zero_copy_kernel = allgather_kernels.exchange_zero_copy_simple
     recv_all = True
     params = ("send_stride",)
 
     def param_values(self, call: Call) -> tuple:
         return (call.peer_bytes if self.send_all else 0,)
 
+    def window_buffers(self, call: Call) -> tuple[tuple[CallBuffer, int], ...] | None:
+        return ((call.send, call.peer_bytes * (self.nranks if self.send_all else 1)),)
+
+    def zero_copy_args(self, windows: tuple) -> dict:
+        (sent,) = windows
+        base = self.kernel_launch.values
+        return {"chans": base["chans"], "call_check": base["call_check"], "fingerprint": 0, "ins": sent.handles,
+                "inp": sent.local, "out": base["out"], "nbytes": 0, "rank": self.rank, "nranks": self.nranks,
+                "send_stride": 0}
+
+    @classmethod
+    def zero_copy_argtypes(cls, nranks: int) -> tuple:
+        return kernel_argtypes(nranks, 1, 4)
+
+    def bind_zero_copy(self, launch: Launch, call: Call) -> None:
+        """The output is any buffer: this call's."""
+        launch.set_buffer("out", call.recv.ptr, call.peer_bytes * self.nranks, call.recv.array)
+        launch.set_int("send_stride", call.peer_bytes if self.send_all else 0)
+
 
 class AllToAll(AllGather):
-    """The all-gather exchange with a send slot per peer: ``send`` slot j goes to rank j's ``recv`` slot ``rank``."""
+    """The all-gather exchange with a send slot per peer: ``send`` slot j goes to rank j's ``recv`` slot ``rank``;
+    zero-copy out of place only (in place, a rank would overwrite slots peers still read)."""
 
     collective = "all_to_all"
     send_all = True
 
+    def window_buffers(self, call: Call) -> tuple[tuple[CallBuffer, int], ...] | None:
+        return None if call.in_place else super().window_buffers(call)
 
-class Broadcast(OneShot):
-    """Root-to-all through slot 0 of each scratch half, with credits from peers to the root."""
+
+class Broadcast(ZeroCopy, OneShot):
+    """Root-to-all through slot 0 of each scratch half, with credits from peers to the root; zero-copy (simple
+    protocol) as scatter + all-gather straight from the root's mapped input and the peers' mapped outputs."""
 
     collective = "broadcast"
     kernels = {"packet": broadcast_kernels.broadcast_ll, "simple": broadcast_kernels.broadcast_simple}
+    zero_copy_kernel = twoshot_kernels.broadcast_zero_copy_simple
     params = ("root",)
 
     def traffic(self, message_bytes: int, nranks: int, rank: int, root: int = 0) -> tuple[int, int]:
@@ -203,6 +231,27 @@ class Broadcast(OneShot):
 
     def param_values(self, call: Call) -> tuple:
         return (call.root,)
+
+    def window_buffers(self, call: Call) -> tuple[tuple[CallBuffer, int], ...] | None:
+        """Peers read the root's input and every other rank's output."""
+        return ((call.send if self.rank == call.root else call.recv, call.peer_bytes),)
+
+    def zero_copy_args(self, windows: tuple) -> dict:
+        (mine,) = windows
+        base = self.kernel_launch.values
+        return {"chans": base["chans"], "call_check": base["call_check"], "fingerprint": 0, "srcs": mine.handles,
+                "inp": mine.local, "out": mine.local, "nbytes": 0, "rank": self.rank, "nranks": self.nranks,
+                "root": 0}
+
+    @classmethod
+    def zero_copy_argtypes(cls, nranks: int) -> tuple:
+        return kernel_argtypes(nranks, 1, 4)
+
+    def bind_zero_copy(self, launch: Launch, call: Call) -> None:
+        """The root's output and the others' input are any buffers: this call's."""
+        launch.set_buffer("inp", call.send.ptr, call.peer_bytes, call.send.array)
+        launch.set_buffer("out", call.recv.ptr, call.peer_bytes, call.recv.array)
+        launch.set_int("root", call.root)
 
 
 BY_COLLECTIVE = {"all_reduce": AllReduce, "all_gather": AllGather, "reduce_scatter": ReduceScatter,

@@ -1,21 +1,15 @@
 """Two-step algorithms for large messages at many ranks (``twoshot_kernels``): the one-shot lanes (channels,
-scratch, flags) and prepared launch, read-based kernels that move each byte across a link once."""
+scratch, flags) and prepared launch, read-based kernels that move each byte across a link once, zero-copy
+(``zero_copy``) where the call's buffers are mapped on every rank."""
 
 from __future__ import annotations
 
-from numba.core import types
-
-from .. import config
 from ..channels import reduce as red
-from ..runtime import handle_types as ht
-from ..runtime.capture import capturing
-from ..runtime.fingerprint import REGISTERED
 from ..runtime.launch import Launch
 from . import twoshot_kernels as k2
 from .algorithm import Call, CallBuffer
-from ..callcheck.area import handle_type
 from .oneshot import AllGather, Broadcast, OneShot, simple_round_bytes
-from .windows import Windows
+from .zero_copy import ZeroCopyReduce, kernel_argtypes
 
 
 def round_shards(size: int, nranks: int, slots: int) -> list[list[int]]:
@@ -30,84 +24,7 @@ def round_shards(size: int, nranks: int, slots: int) -> list[list[int]]:
     return out
 
 
-class ZeroCopyTwoStep(OneShot):
-    """A two-step algorithm that runs zero-copy when the call's buffers start at registered ones
-    (``register_buffer``), or when the call is being captured into a CUDA graph (its buffers are then mapped on
-    every rank, ``Windows.capture``): ``zero_copy_kernel`` reads (and writes) peers' buffers through their
-    windows, no scratch. Its fingerprint says so, so ranks that disagree on it fail the call check. Subclasses
-    name the buffers a call needs in windows and the kernel's arguments."""
-
-    zero_copy_kernel = None
-
-    def setup(self, comm) -> None:
-        super().setup(comm)
-        self.windows = comm.extension("windows", Windows)
-        self._zero_copy: dict[tuple, Launch] = {}  # the registered windows' addresses -> their prepared launch
-        self._generation = self.windows.generation
-        self._capture = config.get("PYMSCCLPP_GRAPH_ZERO_COPY")
-
-    def param_values(self, call: Call) -> tuple:
-        return (red.DTYPE_KINDS[call.dtype], red.OPS[call.op])
-
-    def kernel_launches(self) -> list[Launch]:
-        return [self.kernel_launch, *self._zero_copy.values()]
-
-    def window_buffers(self, call: Call) -> tuple[tuple[CallBuffer, int], ...]:
-        """The buffers (and their bytes) ``call`` reads or writes on peers, each of which must be in a window."""
-        raise NotImplementedError
-
-    def zero_copy_args(self, windows: tuple) -> dict:
-        """The zero-copy kernel's arguments on ``windows`` (one per ``window_buffers``; per-call integers 0)."""
-        raise NotImplementedError
-
-    @classmethod
-    def zero_copy_argtypes(cls, nranks: int) -> tuple:
-        """The numba types of the zero-copy kernel's arguments on ``nranks`` ranks."""
-        raise NotImplementedError
-
-    def bind_zero_copy(self, launch: Launch, call: Call) -> None:
-        """Set what a zero-copy launch takes from each call beyond its windows (nothing, unless overridden)."""
-
-    def _new_launch(self, windows: tuple) -> Launch:
-        return Launch(self.zero_copy_kernel, self.blocks, self.threads, self.zero_copy_args(windows),
-                      argtypes=self.zero_copy_argtypes(self.nranks))
-
-    def _zero_copy_launch(self, call: Call) -> Launch | None:
-        """The zero-copy launch for ``call``: prepared for its registered buffers, made for a captured call's (a
-        graph keeps its arguments), or None when neither."""
-        wanted = self.window_buffers(call)
-        windows = tuple(self.windows.find(buf.ptr, nbytes) for buf, nbytes in wanted)
-        if any(w is None for w in windows):
-            if not (self._capture and capturing(call.stream)):
-                return None
-            return self._new_launch(self.windows.capture(self.name, wanted))
-        if self._generation != self.windows.generation:  # a deregistration: launches of closed windows go
-            self._zero_copy.clear()
-            self._generation = self.windows.generation
-        key = tuple(w.address for w in windows)
-        launch = self._zero_copy.get(key)
-        if launch is None:
-            launch = self._zero_copy[key] = self._new_launch(windows)
-        return launch
-
-    def launch(self, call: Call) -> None:
-        launch = self._zero_copy_launch(call)
-        if launch is None:
-            super().launch(call)
-            return
-        kept = call if call.kept else None
-        if kept is not None and launch.launch_kept(kept, call.stream):
-            return
-        self.bind_zero_copy(launch, call)
-        fingerprint = self.check.fingerprint(call)
-        launch.set_int("fingerprint", fingerprint | REGISTERED if fingerprint else 0)
-        launch.set_int("nbytes", call.peer_bytes)
-        launch.set_int("kind", red.DTYPE_KINDS[call.dtype])
-        launch.set_int("op", red.OPS[call.op])
-        launch.launch(call.stream, kept)
-
-
-class AllReduceTwoShot(ZeroCopyTwoStep):
+class AllReduceTwoShot(ZeroCopyReduce, OneShot):
     """Reduce-scatter then all-gather in one kernel, read-based (MSCCL++'s ``rsag``): each rank sends and receives
     2N(n-1)/n where the one-shot all-reduce moves N(n-1); bit-identical on every rank. A call whose buffers are
     registered with the communicator (``register_buffer``, at their start) runs zero-copy (``rsag_zero_copy``):
@@ -134,10 +51,7 @@ class AllReduceTwoShot(ZeroCopyTwoStep):
 
     @classmethod
     def zero_copy_argtypes(cls, nranks: int) -> tuple:
-        chans = types.UniTuple(ht.memory_channel(), nranks - 1)
-        peers = types.UniTuple(ht.peer_memory(), nranks - 1)
-        i64 = types.int64
-        return (chans, handle_type(nranks - 1), i64, peers, peers, ht.BYTES, ht.BYTES, i64, i64, i64, i64, i64)
+        return kernel_argtypes(nranks, 2, 5)
 
     def traffic(self, message_bytes: int, nranks: int, rank: int, root: int = 0) -> tuple[int, int]:
         """Peers pull the other shards of our staged input and our reduced shard; we pull theirs alike."""
@@ -146,7 +60,7 @@ class AllReduceTwoShot(ZeroCopyTwoStep):
         return moved, moved
 
 
-class ReduceScatterRead(ZeroCopyTwoStep):
+class ReduceScatterRead(ZeroCopyReduce, OneShot):
     """Reduce-scatter by reads: rank r reduces slot r reading every peer's staged copy of it, or, when the send
     buffer is registered (``register_buffer``, at its start), every peer's input directly (zero-copy)."""
 
@@ -169,14 +83,12 @@ class ReduceScatterRead(ZeroCopyTwoStep):
 
     def bind_zero_copy(self, launch: Launch, call: Call) -> None:
         """The output is any buffer: this call's."""
+        super().bind_zero_copy(launch, call)
         launch.set_buffer("out", call.recv.ptr, call.peer_bytes, call.recv.array)
 
     @classmethod
     def zero_copy_argtypes(cls, nranks: int) -> tuple:
-        chans = types.UniTuple(ht.memory_channel(), nranks - 1)
-        peers = types.UniTuple(ht.peer_memory(), nranks - 1)
-        i64 = types.int64
-        return (chans, handle_type(nranks - 1), i64, peers, ht.BYTES, ht.BYTES, i64, i64, i64, i64, i64)
+        return kernel_argtypes(nranks, 1, 5)
 
     def traffic(self, message_bytes: int, nranks: int, rank: int, root: int = 0) -> tuple[int, int]:
         """Every peer pulls its slot of our staged input; we pull ours from each of theirs."""

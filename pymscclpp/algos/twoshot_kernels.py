@@ -249,3 +249,41 @@ def broadcast_scatter_gather_simple(chans, call_check, fingerprint, inp, out, sc
     """``broadcast_scatter_gather`` (simple protocol)."""
     broadcast_scatter_gather(chans, call_check, fingerprint, inp, out, scratch, flags, nbytes, slot_bytes, rank,
                              nranks, root)
+
+
+@cuda.jit(device=True)
+def broadcast_zero_copy(chans, call_check, fingerprint, srcs, inp, out, nbytes, rank, nranks, root):
+    """``broadcast_scatter_gather`` on buffers mapped on every rank (``algos.windows``: the root's input, every
+    other rank's output), no scratch: once all are ready, rank r reads shard r from the root's input into ``out``;
+    after a barrier every non-root rank reads each shard it lacks from the rank holding it (the root's own from
+    the root); a last barrier ends the call when nobody reads our buffer any more."""
+    tid, nt = cuda.threadIdx.x, cuda.blockDim.x
+    begin_call(call_check, fingerprint, rank, nranks)
+    if not calls_agree(call_check, fingerprint, rank, nranks):
+        return
+    src = srcs[0]
+    for j in range(nranks - 1):
+        if peer_rank(j, rank) == root:
+            src = srcs[j]
+    signal_and_wait_all(chans, nranks)
+    if rank == root:
+        at, _, n = shard_slice(nbytes, 1, 0)
+        if n > 0:
+            copy_unless_same(out, at, inp, at, n, tid, nt)
+    else:
+        at, _, n = shard_slice(nbytes, nranks, rank)
+        if n > 0:
+            prim.copy_bytes(out, at, src.dst, at, n, tid, nt)
+    signal_and_wait_all(chans, nranks)
+    if rank != root:
+        for j in range(nranks - 1):
+            at, _, n = shard_slice(nbytes, nranks, peer_rank(j, rank))
+            if n > 0:
+                prim.copy_bytes(out, at, srcs[j].dst, at, n, tid, nt)
+    signal_and_wait_all(chans, nranks)
+
+
+@cuda.jit(cache=True, **SIMPLE_LIMITS)
+def broadcast_zero_copy_simple(chans, call_check, fingerprint, srcs, inp, out, nbytes, rank, nranks, root):
+    """``broadcast_zero_copy`` (simple protocol)."""
+    broadcast_zero_copy(chans, call_check, fingerprint, srcs, inp, out, nbytes, rank, nranks, root)

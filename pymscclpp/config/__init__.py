@@ -154,7 +154,8 @@ VARIABLES: dict[str, Variable] = {v.name: v for v in [
     Variable("PYMSCCLPP_TUNING_FILE", "path", None, "none: the built-in table", "a JSON file",
              "selection table written by the tuner (`python -m pymscclpp.bench.tune`)", str),
     Variable("PYMSCCLPP_GRAPH_ZERO_COPY", "bool", True, "1", "1 or 0",
-             "`1`: an all-reduce or reduce-scatter captured into a CUDA graph maps its buffers on every rank and runs "
+             "`1`: an all-reduce, reduce-scatter, all-gather, out-of-place all-to-all or broadcast captured into a CUDA "
+             "graph maps its buffers on every rank and runs "
              "zero-copy (every rank must capture the same calls); `0`: captured calls stage through scratch",
              _choice(_ON_OFF)),
     Variable("PYMSCCLPP_TRAFFIC", "bool", False, "0", "1 (count channel traffic under the simulator) or 0",

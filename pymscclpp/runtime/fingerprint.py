@@ -3,9 +3,10 @@
 One non-negative int64: bits 0-39 the element count of the send buffer (saturating at 2^40 - 1), 40-50 the
 root (rooted collectives; saturating at 2047), 51-53 the op (1 + its index in ``OPS``), 54-58 the dtype (1 + its
 index in ``DTYPES``; 0 an unlisted dtype, whose count is then in bytes), 59-62 the collective (1 + its index
-in ``COLLECTIVES``; ``send_recv`` and ``all_to_allv`` describe what one rank sends one peer, ``algos.exchange``). Never 0, which kernels read as "check off". Collectives other than broadcast have no root:
-their root field holds ``REGISTERED`` when the call runs zero-copy on buffers registered with the communicator,
-so ranks that disagree on it (one registered the buffers it calls with, another did not) fail the check.
+in ``COLLECTIVES``; ``send_recv`` and ``all_to_allv`` describe what one rank sends one peer, ``algos.exchange``).
+Never 0, which kernels read as "check off". A call that runs zero-copy (``zero_copy``) says so: collectives
+without a root in their root field (``REGISTERED``), broadcast, which reduces nothing, in its op field, so ranks
+that disagree on it (one registered the buffers it calls with, another did not) fail the check.
 """
 
 from __future__ import annotations
@@ -26,6 +27,8 @@ _DTYPE_AT = _OP_AT + OP_BITS
 _COLLECTIVE_AT = _DTYPE_AT + DTYPE_BITS
 _DTYPE_NAMES = tuple(DTYPES)
 REGISTERED = 1 << _ROOT_AT  # OR-ed into a zero-copy call's fingerprint (not a rooted one's)
+_ZERO_COPY_OP = (1 << OP_BITS) - 1  # the op field of a zero-copy broadcast's fingerprint (no op has this code)
+_OP_MASK = _ZERO_COPY_OP << _OP_AT
 
 
 class Fingerprint(NamedTuple):
@@ -53,6 +56,23 @@ def pack(collective: str, nbytes: int, dtype: str, op: str, root: int) -> int:
             | _field(root, ROOT_BITS) << _ROOT_AT | _field(count, COUNT_BITS))
 
 
+def zero_copy(fp: int) -> int:
+    """``fp`` marked as a call that runs zero-copy (0, the check off, stays 0)."""
+    if not fp:
+        return 0
+    if unpack(fp).collective == "broadcast":
+        return fp & ~_OP_MASK | _ZERO_COPY_OP << _OP_AT
+    if unpack(fp).collective in ROOTED:
+        raise ValueError(f"{unpack(fp).collective} has no zero-copy mark")
+    return fp | REGISTERED
+
+
+def is_zero_copy(fp: int) -> bool:
+    """Whether ``fp`` is marked by ``zero_copy``."""
+    rooted = unpack(fp).collective in ROOTED
+    return (fp & _OP_MASK) == _ZERO_COPY_OP << _OP_AT if rooted else bool(fp & REGISTERED)
+
+
 def unpack(fp: int) -> Fingerprint:
     """The fields of fingerprint ``fp``."""
     def get(at: int, bits: int) -> int:
@@ -75,7 +95,7 @@ def describe(fp: int) -> str:
         text += f" with op {f.op}"
     if f.collective in ROOTED:
         text += f" {'to' if f.collective in ('reduce', 'gather') else 'from'} root {f.root}"
-    elif f.root:
+    if is_zero_copy(fp):
         text += " on registered buffers (zero-copy)"
     return text
 

@@ -1,0 +1,109 @@
+"""Zero-copy launches of the simple-protocol collectives: when a call's buffers start at registered ones
+(``register_buffer``), or the call is being captured into a CUDA graph (its buffers are then mapped on every
+rank, ``Windows.capture``), a ``zero_copy_kernel`` reads (and writes) peers' buffers through their windows, no
+scratch. The call's fingerprint says so (``fingerprint.zero_copy``), so ranks that disagree fail the call check.
+"""
+
+from __future__ import annotations
+
+from numba.core import types
+
+from .. import config
+from ..callcheck.area import handle_type
+from ..channels import reduce as red
+from ..runtime import handle_types as ht
+from ..runtime.capture import capturing
+from ..runtime.fingerprint import zero_copy
+from ..runtime.launch import Launch
+from .algorithm import Call, CallBuffer
+from .windows import Windows
+
+
+def kernel_argtypes(nranks: int, windows: int, ints: int) -> tuple:
+    """The numba types of a zero-copy kernel's arguments: ``(chans, call_check, fingerprint, *windows' peer
+    handles, inp, out, *ints)`` on ``nranks`` ranks."""
+    peers = types.UniTuple(ht.peer_memory(), nranks - 1)
+    return (types.UniTuple(ht.memory_channel(), nranks - 1), handle_type(nranks - 1), types.int64,
+            *[peers] * windows, ht.BYTES, ht.BYTES, *[types.int64] * ints)
+
+
+class ZeroCopy:
+    """Mixin before a ``OneShot`` family: its simple-protocol calls run ``zero_copy_kernel`` when they can.
+    Subclasses name the buffers a call needs in windows, the kernel's arguments and what it takes per call."""
+
+    zero_copy_kernel = None
+
+    def setup(self, comm) -> None:
+        super().setup(comm)
+        self.windows = comm.extension("windows", Windows)
+        self._zero_copy: dict[tuple, Launch] = {}  # the registered windows' addresses -> their prepared launch
+        self._generation = self.windows.generation
+        self._capture = config.get("PYMSCCLPP_GRAPH_ZERO_COPY")
+
+    def kernel_launches(self) -> list[Launch]:
+        return [*super().kernel_launches(), *self._zero_copy.values()]
+
+    def window_buffers(self, call: Call) -> tuple[tuple[CallBuffer, int], ...] | None:
+        """The buffers (and their bytes) ``call`` reads or writes on peers, each of which must be in a window;
+        None: this call cannot run zero-copy."""
+        raise NotImplementedError
+
+    def zero_copy_args(self, windows: tuple) -> dict:
+        """The zero-copy kernel's arguments on ``windows`` (one per ``window_buffers``; per-call integers 0)."""
+        raise NotImplementedError
+
+    @classmethod
+    def zero_copy_argtypes(cls, nranks: int) -> tuple:
+        """The numba types of the zero-copy kernel's arguments on ``nranks`` ranks."""
+        raise NotImplementedError
+
+    def bind_zero_copy(self, launch: Launch, call: Call) -> None:
+        """Set what a zero-copy launch takes from each call beyond its windows (nothing, unless overridden)."""
+
+    def _new_launch(self, windows: tuple) -> Launch:
+        return Launch(self.zero_copy_kernel, self.blocks, self.threads, self.zero_copy_args(windows),
+                      argtypes=self.zero_copy_argtypes(self.nranks))
+
+    def _zero_copy_launch(self, call: Call) -> Launch | None:
+        """The zero-copy launch for ``call``: prepared for its registered buffers, made for a captured call's (a
+        graph keeps its arguments), or None when neither."""
+        wanted = self.window_buffers(call) if self.protocol == "simple" else None
+        if wanted is None:
+            return None
+        windows = tuple(self.windows.find(buf.ptr, nbytes) for buf, nbytes in wanted)
+        if any(w is None for w in windows):
+            if not (self._capture and capturing(call.stream)):
+                return None
+            return self._new_launch(self.windows.capture(self.name, wanted))
+        if self._generation != self.windows.generation:  # a deregistration: launches of closed windows go
+            self._zero_copy.clear()
+            self._generation = self.windows.generation
+        key = tuple(w.address for w in windows)
+        launch = self._zero_copy.get(key)
+        if launch is None:
+            launch = self._zero_copy[key] = self._new_launch(windows)
+        return launch
+
+    def launch(self, call: Call) -> None:
+        launch = self._zero_copy_launch(call)
+        if launch is None:
+            super().launch(call)
+            return
+        kept = call if call.kept else None
+        if kept is not None and launch.launch_kept(kept, call.stream):
+            return
+        self.bind_zero_copy(launch, call)
+        launch.set_int("fingerprint", zero_copy(self.check.fingerprint(call)))
+        launch.set_int("nbytes", call.peer_bytes)
+        launch.launch(call.stream, kept)
+
+
+class ZeroCopyReduce(ZeroCopy):
+    """A reducing zero-copy family: its kernel also takes the call's dtype and op."""
+
+    def param_values(self, call: Call) -> tuple:
+        return (red.DTYPE_KINDS[call.dtype], red.OPS[call.op])
+
+    def bind_zero_copy(self, launch: Launch, call: Call) -> None:
+        launch.set_int("kind", red.DTYPE_KINDS[call.dtype])
+        launch.set_int("op", red.OPS[call.op])

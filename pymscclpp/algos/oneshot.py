@@ -14,11 +14,11 @@ from ..runtime import handle_types as ht
 from ..runtime.backend import IS_SIM
 from ..runtime.launch import Launch
 from ..runtime.memory import alloc
-from ..errors import InvalidUsageError
-from .algorithm import Algorithm, Call, CallBuffer, Constraint
-from ..callcheck.area import MAX_BLOCKS, callcheck, handle_type
+from .algorithm import Call, CallBuffer, Constraint
+from ..callcheck.area import callcheck, handle_type
 from . import allgather_kernels, broadcast_kernels, reduce_kernels, twoshot_kernels
 from .grid import blocks_for
+from .prepared import PreparedKernel
 from .zero_copy import ZeroCopy, kernel_argtypes
 
 PACKET_MAX = 1 << 20  # the largest message a packet algorithm serves
@@ -61,23 +61,16 @@ def lanes(comm, protocol: str, blocks: int) -> Lanes:
     return comm.extension(f"oneshot/{protocol}/{blocks}", lambda c: Lanes(c, blocks, slot))
 
 
-class OneShot(Algorithm):
-    """A one-shot collective on ``blocks`` blocks of ``threads``. ``kernels`` maps each protocol to its entry
-    kernel, taking ``(chans, call_check, fingerprint, inp, out, scratch, flags, nbytes, slot_bytes, rank, nranks,
-    *params)`` (``call_check``, ``fingerprint``: the call check's handle and the call's fingerprint);
-    ``send_all``/``recv_all``: the send / receive buffer holds ``nranks`` slots."""
+class OneShot(PreparedKernel):
+    """A one-shot collective on the communicator's lanes of its protocol and grid. ``kernels`` maps each protocol
+    to its entry kernel, taking ``(chans, call_check, fingerprint, inp, out, scratch, flags, nbytes, slot_bytes,
+    rank, nranks, *params)`` (``call_check``, ``fingerprint``: the call check's handle and the call's
+    fingerprint); ``send_all``/``recv_all``: the send / receive buffer holds ``nranks`` slots."""
 
     kernels: dict = {}
     send_all = recv_all = False
     constraint = Constraint(hosts=1)
-    launch_reads_buffers = False  # the addresses in call.send/recv are all it needs
-
-    def __init__(self, name: str, protocol: str, blocks: int, threads: int, max_bytes: float = float("inf")):
-        if not 0 < blocks <= MAX_BLOCKS:
-            raise InvalidUsageError(f"{name}: a one-shot algorithm runs on 1 to {MAX_BLOCKS} blocks, got {blocks}")
-        self.name, self.protocol, self.blocks, self.threads = name, protocol, blocks, threads
-        self.message_range = (0, max_bytes)
-        self.kernel_launch: Launch | None = None  # its compile_s and disk_cache_hit say how it got ready
+    params: tuple = ()  # the kernel's per-call integers after ``nranks``
 
     def setup(self, comm) -> None:
         self.check = callcheck(comm)  # first: one per communicator, whichever one-shot algorithm a rank sets up
@@ -89,15 +82,7 @@ class OneShot(Algorithm):
                 "scratch": v, "flags": shared.flags, "nbytes": 0, "slot_bytes": shared.slot_bytes, "rank": comm.rank,
                 "nranks": comm.size}
         args.update(dict.fromkeys(self.params, 0))
-        self.kernel_launch = Launch(self.kernels[self.protocol], self.blocks, self.threads, args,
-                                    argtypes=self.argtypes(comm.size))
-        self._bound: Call | None = None  # the call whose buffers and integers the launch's slots hold (by identity)
-
-    params: tuple = ()  # the kernel's per-call integers after ``nranks``
-
-    def kernel_launches(self) -> list[Launch]:
-        """Every launch this algorithm has prepared (what ``precompile`` must have built)."""
-        return [self.kernel_launch]
+        self.prepare(self.kernels[self.protocol], args, self.argtypes(comm.size))
 
     @classmethod
     def argtypes(cls, nranks: int) -> tuple:
@@ -113,27 +98,15 @@ class OneShot(Algorithm):
         """The values of ``params`` for ``call``."""
         return ()
 
-    def launch(self, call: Call) -> None:
-        """Not thread-safe: one call at a time per communicator, as with NCCL. The very call launched last
-        (a repeat) goes out with its slots as they are; a call the Communicator keeps goes out as its own graph
-        once it has been launched twice, whichever calls came between."""
-        launch = self.kernel_launch
-        # a call the Communicator keeps (algos.repeats) is the same object each repeat: its own graph's key
-        kept = call if call.kept else None
-        if kept is not None and launch.launch_kept(kept, call.stream):
-            return
-        if call is not self._bound:
-            nbytes, nranks = call.peer_bytes, self.nranks
-            send_bytes = nbytes * nranks if self.send_all else nbytes
-            launch.set_buffer("inp", call.send.ptr, send_bytes, call.send.array)
-            launch.set_buffer("out", call.recv.ptr, nbytes * nranks if self.recv_all else nbytes, call.recv.array)
-            launch.set_int("nbytes", nbytes)
-            launch.set_int("fingerprint", self.check.fingerprint(call))
-            for name, value in zip(self.params, self.param_values(call)):
-                launch.set_int(name, value)
-            self._bound = call
-        launch.launch(call.stream, kept)
-
+    def bind(self, launch: Launch, call: Call) -> None:
+        """The call's buffers (a slot each, or ``nranks`` slots), bytes per slot, fingerprint and params."""
+        nbytes, nranks = call.peer_bytes, self.nranks
+        launch.set_buffer("inp", call.send.ptr, nbytes * nranks if self.send_all else nbytes, call.send.array)
+        launch.set_buffer("out", call.recv.ptr, nbytes * nranks if self.recv_all else nbytes, call.recv.array)
+        launch.set_int("nbytes", nbytes)
+        launch.set_int("fingerprint", self.check.fingerprint(call))
+        for name, value in zip(self.params, self.param_values(call)):
+            launch.set_int(name, value)
 
     def wire_bytes(self, nbytes: int) -> int:
         """Bytes a channel carries for ``nbytes`` of data: LL16 packets carry 8 data bytes in 16."""

@@ -16,6 +16,7 @@ from ..runtime.capture import capturing
 from ..runtime.fingerprint import zero_copy
 from ..runtime.launch import Launch
 from .algorithm import Call, CallBuffer
+from .prepared import launch_call
 from .windows import Windows
 
 
@@ -28,7 +29,7 @@ def kernel_argtypes(nranks: int, windows: int, ints: int) -> tuple:
 
 
 class ZeroCopy:
-    """Mixin before a ``OneShot`` family: its simple-protocol calls run ``zero_copy_kernel`` when they can.
+    """Mixin before a ``OneShot`` family (``algos.prepared``): its simple-protocol calls run ``zero_copy_kernel`` when they can.
     Subclasses name the buffers a call needs in windows, the kernel's arguments and what it takes per call."""
 
     zero_copy_kernel = None
@@ -89,13 +90,12 @@ class ZeroCopy:
         if launch is None:
             super().launch(call)
             return
-        kept = call if call.kept else None
-        if kept is not None and launch.launch_kept(kept, call.stream):
-            return
+        launch_call(launch, call, self._bind_zero_copy)
+
+    def _bind_zero_copy(self, launch: Launch, call: Call) -> None:
         self.bind_zero_copy(launch, call)
         launch.set_int("fingerprint", zero_copy(self.check.fingerprint(call)))
         launch.set_int("nbytes", call.peer_bytes)
-        launch.launch(call.stream, kept)
 
 
 class ZeroCopyReduce(ZeroCopy):

@@ -12,8 +12,8 @@ from numba import cuda
 from ..callcheck.device import begin_call, calls_agree
 from ..channels import primitives as prim
 from ..channels.peers import peer_rank
-from .blocks import (PACKET, SIMPLE_LIMITS, SIMPLE, begin_and_send, copy_unless_same, end_round, receive, rounds, scale,
-                     signal_and_wait_all, sync_round)
+from .blocks import begin_and_send, copy_unless_same, end_round, receive, signal_and_wait_all, sync_round
+from .protocols import PACKET, SIMPLE_LIMITS, SIMPLE, rounds, scale
 from .twoshot_kernels import shard_slice
 
 

@@ -1,9 +1,7 @@
-"""Block helpers every one-shot collective kernel shares, the protocol a parameter (as NCCL's primitives take
-it): which slice a block owns, sending to peers' scratch, the round's synchronisation, receiving from scratch,
-and the end of a round. ``PACKET``: one round of LL16 packets (scratch holds 2 bytes per data byte); ``SIMPLE``:
-rounds of ``slot_bytes`` per slot, puts and one signal per block and peer. Scratch halves alternate by per-block
-flag parity. Before a call writes any output byte or waits for a peer's data, its ranks compare call fingerprints
-(``callcheck.device``).
+"""The per-peer steps every one-shot collective kernel is built from, the protocol a parameter
+(``protocols``): sending to peers' scratch, the round's synchronisation, receiving from scratch, and the end of a
+round (which slice a block owns: ``shares``). Scratch halves alternate by per-block flag parity. Before a call
+writes any output byte or waits for a peer's data, its ranks compare call fingerprints (``callcheck.device``).
 """
 
 from __future__ import annotations
@@ -15,51 +13,8 @@ from ..channels import primitives as prim
 from ..channels.device_errors import OP_PACKET
 from ..channels.peers import peer_rank
 from ..channels.ptx import address_of
-from ..runtime.backend import IS_SIM
-
-PACKET, SIMPLE = 0, 1  # the protocols, a compile-time parameter of the kernels
-# the simple entry kernels' compile options: at most 128 registers, so 512 threads a block always launch (65,536
-# registers an SM; a two-shot kernel compiled on the GPU took more); the simulator's jit takes no such option
-SIMPLE_LIMITS = {} if IS_SIM else {"max_registers": 128}
-
-
-@cuda.jit(device=True)
-def packet_share(nbytes):
-    """(first byte, byte count) of the calling block's share of ``nbytes`` in whole LL16 packets; count <= 0: none."""
-    nb = cuda.gridDim.x
-    npkt = (nbytes + prim.LL16_DATA - 1) // prim.LL16_DATA
-    per = (npkt + nb - 1) // nb
-    lo = min(cuda.blockIdx.x * per, npkt) * prim.LL16_DATA
-    return lo, min(per * prim.LL16_DATA, nbytes - lo)
-
-
-@cuda.jit(device=True)
-def round_share(nbytes, round_bytes, rd):
-    """(first byte within round ``rd``, byte count) of the calling block: the same 16-byte-aligned slice every
-    round of a call (a short last round ends early), so block b only touches scratch block b of a peer reads."""
-    nb = cuda.gridDim.x
-    r_n = min(round_bytes, nbytes - rd * round_bytes)
-    per = ((min(nbytes, round_bytes) + nb - 1) // nb + 15) // 16 * 16
-    lo = min(cuda.blockIdx.x * per, r_n)
-    return lo, min(per, r_n - lo)
-
-
-@cuda.jit(device=True)
-def begin_packets(flags, nbytes, slot_bytes, slots):
-    """(flag, scratch half, first byte, byte count) of the calling block's packet launch over ``slots`` scratch
-    slots of ``slot_bytes``: the half alternates with the flag's parity."""
-    flag = mc.packet_flag_begin(flags)
-    lo, n = packet_share(nbytes)
-    return flag, (flag % 2) * slots * slot_bytes, lo, n
-
-
-@cuda.jit(device=True)
-def begin_round(flags, nbytes, round_bytes, rd, slots):
-    """(flag, scratch half, first byte within the round, byte count, first byte of the buffer) of the calling
-    block in round ``rd`` over ``slots`` scratch slots of ``round_bytes``."""
-    flag = mc.packet_flag_begin(flags)
-    lo, n = round_share(nbytes, round_bytes, rd)
-    return flag, (flag % 2) * slots * round_bytes, lo, n, rd * round_bytes + lo
+from .protocols import PACKET, scale
+from .shares import begin
 
 
 @cuda.jit(device=True)
@@ -86,30 +41,6 @@ def end_round(flags, flag):
     cuda.syncthreads()
     mc.packet_flag_end(flags, flag)
     cuda.syncthreads()
-
-
-@cuda.jit(device=True)
-def rounds(proto, nbytes, slot_bytes):
-    """Rounds a call of ``nbytes`` per slot takes: one for packets, else one per ``slot_bytes``."""
-    if proto == PACKET:
-        return 1
-    return (nbytes + slot_bytes - 1) // slot_bytes
-
-
-@cuda.jit(device=True)
-def begin(proto, flags, nbytes, slot_bytes, rd, slots):
-    """(flag, scratch half, first byte within the round, byte count, first byte of the buffer) of the calling
-    block in round ``rd`` over ``slots`` scratch slots."""
-    if proto == PACKET:
-        flag, half, lo, n = begin_packets(flags, nbytes, slot_bytes, slots)
-        return flag, half, lo, n, lo
-    return begin_round(flags, nbytes, slot_bytes, rd, slots)
-
-
-@cuda.jit(device=True)
-def scale(proto):
-    """Scratch bytes per data byte."""
-    return 2 if proto == PACKET else 1
 
 
 @cuda.jit(device=True)

@@ -11,7 +11,9 @@ from numba import cuda
 from ..channels import memory_channel as mc
 from ..callcheck.device import begin_call, calls_agree
 from ..channels.peers import peer_index
-from .blocks import (PACKET, SIMPLE_LIMITS, SIMPLE, begin, copy_unless_same, end_round, receive, rounds, scale, send)
+from .blocks import copy_unless_same, end_round, receive, send
+from .protocols import PACKET, SIMPLE_LIMITS, SIMPLE, rounds, scale
+from .shares import begin
 
 
 @cuda.jit(device=True)

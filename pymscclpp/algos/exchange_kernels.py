@@ -33,7 +33,9 @@ from ..channels.device_errors import (OP_PAIR_RECV, OP_PAIR_SEND, OP_PAIR_WAIT, 
                                       record_mismatch)
 from ..channels.peers import peer_index, peer_rank
 from ..channels.ptx import store_v4_volatile
-from .blocks import SIMPLE_LIMITS, copy_unless_same, round_share
+from .blocks import copy_unless_same
+from .protocols import SIMPLE_LIMITS
+from .shares import round_share
 
 ROW = 6  # table entries per rank
 SEND_OFF, SEND_N, RECV_OFF, RECV_N, SEND_FP, RECV_FP = range(ROW)

@@ -15,7 +15,7 @@ from ..channels import reduce as red
 from ..channels import semaphore as sem
 from ..channels.device_errors import OP_RECV_DATA, OP_SEND_CREDIT
 from ..channels.peers import peer_rank
-from .blocks import round_share
+from .shares import round_share
 from .exchange_kernels import RECV_N, RECV_OFF, ROW, SEND_N, SEND_OFF, copy_own, rounds_of, waited
 
 

@@ -13,7 +13,8 @@ from numba import cuda
 from ..channels import reduce as red
 from ..channels.device_errors import OP_PACKET
 from ..callcheck.device import begin_call, calls_agree
-from .blocks import PACKET, SIMPLE_LIMITS, SIMPLE, begin_and_send, end_round, rounds, scale, signal_and_wait_all
+from .blocks import begin_and_send, end_round, signal_and_wait_all
+from .protocols import PACKET, SIMPLE_LIMITS, SIMPLE, rounds, scale
 
 
 @cuda.jit(device=True)

@@ -19,7 +19,8 @@ from ..channels import primitives as prim
 from ..channels import reduce as red
 from ..callcheck.device import begin_call, calls_agree
 from ..channels.peers import peer_rank
-from .blocks import SIMPLE_LIMITS, copy_unless_same, end_round, signal_and_wait_all
+from .blocks import copy_unless_same, end_round, signal_and_wait_all
+from .protocols import SIMPLE_LIMITS
 
 
 @cuda.jit(device=True)

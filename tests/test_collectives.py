@@ -164,13 +164,18 @@ def test_calls_captured_into_a_graph_map_their_buffers_and_run_zero_copy_exactly
     pool(size).run(cases.captured_calls_zero_copy, count=count, dtype=dtype, inplace=inplace)
 
 
-def test_a_zero_copy_call_meeting_staged_ones_fails_the_call_check_on_every_rank():
+def _failing_run(case, **params) -> list:
+    """What ``case`` returns on two ranks of a pool of its own (its communicators fail for good)."""
     from rankpool import RankPool
-    p = RankPool(2, env={"PYMSCCLPP_TIMEOUT_S": "30"})  # its communicators fail for good: a pool of its own
+    p = RankPool(2, env={"PYMSCCLPP_TIMEOUT_S": "30"})
     try:
-        texts = p.run(cases.registered_on_some_ranks, count=999)
+        return p.run(case, **params)
     finally:
         p.close()
+
+
+def test_a_zero_copy_call_meeting_staged_ones_fails_the_call_check_on_every_rank():
+    texts = _failing_run(cases.registered_on_some_ranks, count=999)
     assert "rank 0 called all_reduce of 999 float32 on registered buffers (zero-copy), rank 1 called all_reduce " \
            "of 999 float32:" in texts[0], texts
     assert "rank 0 called all_reduce of 999 float32 on registered buffers (zero-copy)" in texts[1], texts
@@ -201,12 +206,7 @@ def test_gathers_and_broadcasts_on_mapped_buffers_run_zero_copy_and_are_exact(co
 
 
 def test_a_zero_copy_broadcast_meeting_staged_ones_fails_the_call_check_on_every_rank():
-    from rankpool import RankPool
-    p = RankPool(2, env={"PYMSCCLPP_TIMEOUT_S": "30"})  # its communicators fail for good: a pool of its own
-    try:
-        texts = p.run(cases.broadcast_registered_on_the_root_only, count=999)
-    finally:
-        p.close()
+    texts = _failing_run(cases.broadcast_registered_on_the_root_only, count=999)
     assert "rank 1 called broadcast of 999 float32 from root 1 on registered buffers (zero-copy), rank 0 called " \
            "broadcast of 999 float32 from root 1:" in texts[1], texts
     assert all("CallMismatch" in t or "do not match" in t for t in texts), texts

@@ -12,7 +12,8 @@ from numba import cuda
 from ..callcheck.device import begin_call, calls_agree
 from ..channels import primitives as prim
 from ..channels.peers import peer_rank
-from .blocks import begin_and_send, copy_unless_same, end_round, receive, signal_and_wait_all, sync_round
+from .blocks import agree_and_meet, begin_and_send, copy_unless_same, end_round, receive, signal_and_wait_all, \
+    sync_round
 from .protocols import PACKET, SIMPLE_LIMITS, SIMPLE, rounds, scale
 from .twoshot_kernels import shard_slice
 
@@ -67,10 +68,8 @@ def exchange_zero_copy(chans, call_check, fingerprint, ins, inp, out, nbytes, ra
     is ready, each block reads its slice of ``ins[j].dst[rank * send_stride:][:nbytes]`` from every peer into that
     peer's slot of ``out``; a second barrier ends the call when nobody reads our input any more."""
     tid, nt = cuda.threadIdx.x, cuda.blockDim.x
-    begin_call(call_check, fingerprint, rank, nranks)
-    if not calls_agree(call_check, fingerprint, rank, nranks):
+    if not agree_and_meet(chans, call_check, fingerprint, rank, nranks):
         return
-    signal_and_wait_all(chans, nranks)
     at, _, n = shard_slice(nbytes, 1, 0)
     if n > 0:
         copy_unless_same(out, rank * nbytes + at, inp, rank * send_stride + at, n, tid, nt)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from numba import cuda
 
+from ..callcheck.device import begin_call, calls_agree
 from ..channels import memory_channel as mc
 from ..channels import primitives as prim
 from ..channels.device_errors import OP_PACKET
@@ -33,6 +34,17 @@ def signal_and_wait_all(chans, nranks):
         mc.signal(chans[tid], cuda.blockIdx.x)
         mc.wait(chans[tid], cuda.blockIdx.x)
     cuda.syncthreads()
+
+
+@cuda.jit(device=True)
+def agree_and_meet(chans, call_check, fingerprint, rank, nranks):
+    """The start of a zero-copy kernel: post the call's fingerprint and, once every rank's call agrees, meet every
+    peer (their buffers are ready to be read and written); False, with nothing touched, when the calls differ."""
+    begin_call(call_check, fingerprint, rank, nranks)
+    if not calls_agree(call_check, fingerprint, rank, nranks):
+        return False
+    signal_and_wait_all(chans, nranks)
+    return True
 
 
 @cuda.jit(device=True)

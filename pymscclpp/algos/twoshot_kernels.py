@@ -19,7 +19,7 @@ from ..channels import primitives as prim
 from ..channels import reduce as red
 from ..callcheck.device import begin_call, calls_agree
 from ..channels.peers import peer_rank
-from .blocks import copy_unless_same, end_round, signal_and_wait_all
+from .blocks import agree_and_meet, copy_unless_same, end_round, signal_and_wait_all
 from .protocols import SIMPLE_LIMITS
 
 
@@ -102,10 +102,8 @@ def all_reduce_zero_copy(chans, call_check, fingerprint, ins, outs, inp, out, nb
     rank's output (``outs[j].dst``); a second barrier ends the call when every shard is everywhere and nobody
     reads our input any more."""
     tid, nt = cuda.threadIdx.x, cuda.blockDim.x
-    begin_call(call_check, fingerprint, rank, nranks)
-    if not calls_agree(call_check, fingerprint, rank, nranks):
+    if not agree_and_meet(chans, call_check, fingerprint, rank, nranks):
         return
-    signal_and_wait_all(chans, nranks)
     at, _, n = shard_slice(nbytes, nranks, rank)
     if n > 0:
         red.reduce_peers_to_all(out, inp, at, rank, ins, outs, nranks, n, tid, nt, kind, op)
@@ -187,10 +185,8 @@ def reduce_scatter_zero_copy(chans, call_check, fingerprint, ins, inp, out, nbyt
     input is ready, rank r reduces slot r reading every rank's input (``ins[j].dst``) into ``out``; a second
     barrier ends the call when nobody reads our input any more."""
     tid, nt = cuda.threadIdx.x, cuda.blockDim.x
-    begin_call(call_check, fingerprint, rank, nranks)
-    if not calls_agree(call_check, fingerprint, rank, nranks):
+    if not agree_and_meet(chans, call_check, fingerprint, rank, nranks):
         return
-    signal_and_wait_all(chans, nranks)
     at, _, n = shard_slice(nbytes, 1, 0)
     if n > 0:
         own = rank * nbytes + at
@@ -259,14 +255,12 @@ def broadcast_zero_copy(chans, call_check, fingerprint, srcs, inp, out, nbytes, 
     after a barrier every non-root rank reads each shard it lacks from the rank holding it (the root's own from
     the root); a last barrier ends the call when nobody reads our buffer any more."""
     tid, nt = cuda.threadIdx.x, cuda.blockDim.x
-    begin_call(call_check, fingerprint, rank, nranks)
-    if not calls_agree(call_check, fingerprint, rank, nranks):
+    if not agree_and_meet(chans, call_check, fingerprint, rank, nranks):
         return
     src = srcs[0]
     for j in range(nranks - 1):
         if peer_rank(j, rank) == root:
             src = srcs[j]
-    signal_and_wait_all(chans, nranks)
     if rank == root:
         at, _, n = shard_slice(nbytes, 1, 0)
         if n > 0:

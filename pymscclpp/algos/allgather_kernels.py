@@ -9,11 +9,11 @@ from __future__ import annotations
 
 from numba import cuda
 
-from ..callcheck.device import begin_call, calls_agree
+from ..callcheck.device import begin_call
 from ..channels import primitives as prim
 from ..channels.peers import peer_rank
-from .blocks import agree_and_meet, begin_and_send, copy_unless_same, end_round, receive, signal_and_wait_all, \
-    sync_round
+from .blocks import (agree_and_meet, agreed_before_receiving, agreed_before_sending, begin_and_send, copy_unless_same,
+                     end_round, receive, signal_and_wait_all, sync_round)
 from .protocols import PACKET, SIMPLE_LIMITS, SIMPLE, rounds, scale
 from .twoshot_kernels import shard_slice
 
@@ -27,14 +27,12 @@ def exchange(proto, chans, call_check, fingerprint, inp, out, scratch, flags, nb
     tid, nt = cuda.threadIdx.x, cuda.blockDim.x
     scratch_scale = scale(proto)
     begin_call(call_check, fingerprint, rank, nranks)
-    # large messages: the check before the first put
-    if proto != PACKET and not calls_agree(call_check, fingerprint, rank, nranks):
+    if not agreed_before_sending(proto, call_check, fingerprint, rank, nranks):
         return
     for rd in range(rounds(proto, nbytes, slot_bytes)):
         flag, half, lo, n, at = begin_and_send(proto, chans, flags, inp, nbytes, slot_bytes, rd, rank, nranks,
                                                send_stride, tid, nt)
-        # packets: sent only into scratch so far
-        if proto != PACKET or calls_agree(call_check, fingerprint, rank, nranks):
+        if agreed_before_receiving(proto, call_check, fingerprint, rank, nranks):
             if n > 0:
                 copy_unless_same(out, rank * nbytes + at, inp, rank * send_stride + at, n, tid, nt)
             sync_round(proto, chans, nranks)  # in place, our slots are read above before peers' data lands below

@@ -1,6 +1,7 @@
-"""The per-peer steps every one-shot collective kernel is built from, the protocol a parameter
-(``protocols``): sending to peers' scratch, the round's synchronisation, receiving from scratch, and the end of a
-round (which slice a block owns: ``shares``). Scratch halves alternate by per-block flag parity. Before a call
+"""The per-peer steps every one-shot collective kernel is built from, the protocol a parameter inside each step
+(``protocols``; as NCCL's ``Primitives<Proto>``, so kernel bodies carry no protocol branches): the call check's
+gates, sending to peers' scratch, the round's synchronisation and credits, receiving (or receive-reducing) from
+scratch, and the end of a round (which slice a block owns: ``shares``). Scratch halves alternate by per-block flag parity. Before a call
 writes any output byte or waits for a peer's data, its ranks compare call fingerprints (``callcheck.device``).
 """
 
@@ -11,10 +12,11 @@ from numba import cuda
 from ..callcheck.device import begin_call, calls_agree
 from ..channels import memory_channel as mc
 from ..channels import primitives as prim
+from ..channels import reduce as red
 from ..channels.device_errors import OP_PACKET
 from ..channels.peers import peer_rank
 from ..channels.ptx import address_of
-from .protocols import PACKET, scale
+from .protocols import PACKET, SIMPLE, scale
 from .shares import begin
 
 
@@ -37,6 +39,20 @@ def signal_and_wait_all(chans, nranks):
 
 
 @cuda.jit(device=True)
+def agreed_before_sending(proto, call_check, fingerprint, rank, nranks):
+    """Whether a round-based kernel may send: simple rounds check the call before their first put (packets land
+    only in peers' scratch, so they are checked before anything is received)."""
+    return proto == PACKET or calls_agree(call_check, fingerprint, rank, nranks)
+
+
+@cuda.jit(device=True)
+def agreed_before_receiving(proto, call_check, fingerprint, rank, nranks):
+    """Whether a round-based kernel may receive (and write its output): packets check the call here, simple
+    rounds did before sending."""
+    return proto != PACKET or calls_agree(call_check, fingerprint, rank, nranks)
+
+
+@cuda.jit(device=True)
 def agree_and_meet(chans, call_check, fingerprint, rank, nranks):
     """The start of a zero-copy kernel: post the call's fingerprint and, once every rank's call agrees, meet every
     peer (their buffers are ready to be read and written); False, with nothing touched, when the calls differ."""
@@ -45,6 +61,43 @@ def agree_and_meet(chans, call_check, fingerprint, rank, nranks):
         return False
     signal_and_wait_all(chans, nranks)
     return True
+
+
+@cuda.jit(device=True)
+def first_credits(proto, ch, nrounds):
+    """A receiver's credits to its sender at the start of a launch (thread 0): packets, one for the launch;
+    simple, one per scratch half its first two rounds use."""
+    for _ in range(1 if proto == PACKET else min(nrounds, 2)):
+        mc.signal(ch, cuda.blockIdx.x)
+
+
+@cuda.jit(device=True)
+def announce_round(proto, chans, nranks):
+    """After a sender's round: simple signals every receiver that the round is in its scratch; packets carry
+    their own flags."""
+    if proto == SIMPLE:
+        cuda.syncthreads()
+        if cuda.threadIdx.x < nranks - 1:
+            mc.signal(chans[cuda.threadIdx.x], cuda.blockIdx.x)
+
+
+@cuda.jit(device=True)
+def await_round(proto, ch):
+    """Before a receiver reads a round: simple waits for the sender's signal; packets wait per packet."""
+    if proto == SIMPLE:
+        if cuda.threadIdx.x == 0:
+            mc.wait(ch, cuda.blockIdx.x)
+        cuda.syncthreads()
+
+
+@cuda.jit(device=True)
+def return_credit(proto, ch, rd, nrounds):
+    """After a receiver read round ``rd``: simple hands its half back for round ``rd + 2``, if there is one;
+    a packet launch's credit went at its start."""
+    if proto == SIMPLE:
+        cuda.syncthreads()
+        if cuda.threadIdx.x == 0 and rd + 2 < nrounds:
+            mc.signal(ch, cuda.blockIdx.x)
 
 
 @cuda.jit(device=True)
@@ -80,6 +133,18 @@ def receive(proto, dst, dst_off, scratch, off, n, tid, nthreads, flag, ch):
         prim.unpack_packets_ll16(dst, dst_off, scratch, off, n, tid, nthreads, flag, ch, OP_PACKET)
     else:
         prim.copy_bytes(dst, dst_off, scratch, off, n, tid, nthreads)
+
+
+@cuda.jit(device=True)
+def receive_reduce(proto, out, at, inp, own_off, rank, scratch, base, slot_bytes, nranks, n, tid, nt, flag, kind, op,
+                   chans):
+    """``out[at:]`` = every rank's slot reduced in rank order, in one pass: ours from ``inp[own_off:]``, slot r
+    from our scratch at ``base + r * slot_bytes`` (packets waited for; simple after the round's signals)."""
+    if proto == PACKET:
+        red.reduce_packets_ll16(out, at, inp, own_off, rank, scratch, base, slot_bytes, nranks, n, tid, nt, flag,
+                                kind, op, chans[0], OP_PACKET)
+    else:
+        red.reduce_slots(out, at, inp, own_off, rank, scratch, base, slot_bytes, nranks, n, tid, nt, kind, op, chans)
 
 
 @cuda.jit(device=True)

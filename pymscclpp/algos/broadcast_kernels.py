@@ -11,7 +11,8 @@ from numba import cuda
 from ..channels import memory_channel as mc
 from ..callcheck.device import begin_call, calls_agree
 from ..channels.peers import peer_index
-from .blocks import copy_unless_same, end_round, receive, send
+from .blocks import (announce_round, await_round, copy_unless_same, end_round, first_credits, receive, return_credit,
+                     send)
 from .protocols import PACKET, SIMPLE_LIMITS, SIMPLE, rounds, scale
 from .shares import begin
 
@@ -27,8 +28,7 @@ def broadcast(proto, chans, call_check, fingerprint, inp, out, scratch, flags, n
     nrounds = rounds(proto, nbytes, slot_bytes)
     begin_call(call_check, fingerprint, rank, nranks)
     if rank != root and tid == 0:
-        for _ in range(1 if proto == PACKET else min(nrounds, 2)):
-            mc.signal(chans[peer_index(root, rank)], b)
+        first_credits(proto, chans[peer_index(root, rank)], nrounds)
     # before the root waits for credits or anybody writes ``out``
     if not calls_agree(call_check, fingerprint, rank, nranks):
         return
@@ -44,22 +44,13 @@ def broadcast(proto, chans, call_check, fingerprint, inp, out, scratch, flags, n
                 for j in range(nranks - 1):
                     send(proto, chans[j].dst, half + scratch_scale * lo, inp, at, n, tid, nt, flag)
                 copy_unless_same(out, at, inp, at, n, tid, nt)
-            if proto == SIMPLE:
-                cuda.syncthreads()
-                if tid < nranks - 1:
-                    mc.signal(chans[tid], b)
+            announce_round(proto, chans, nranks)
         else:
             ch = chans[peer_index(root, rank)]
-            if proto == SIMPLE:
-                if tid == 0:
-                    mc.wait(ch, b)
-                cuda.syncthreads()
+            await_round(proto, ch)
             if n > 0:
                 receive(proto, out, at, scratch, half + scratch_scale * lo, n, tid, nt, flag, ch)
-            if proto == SIMPLE:
-                cuda.syncthreads()
-                if tid == 0 and rd + 2 < nrounds:
-                    mc.signal(ch, b)
+            return_credit(proto, ch, rd, nrounds)
         end_round(flags, flag)
 
 

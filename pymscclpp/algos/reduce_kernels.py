@@ -10,23 +10,10 @@ from __future__ import annotations
 
 from numba import cuda
 
-from ..channels import reduce as red
-from ..channels.device_errors import OP_PACKET
-from ..callcheck.device import begin_call, calls_agree
-from .blocks import begin_and_send, end_round, signal_and_wait_all
+from ..callcheck.device import begin_call
+from .blocks import (agreed_before_receiving, agreed_before_sending, begin_and_send, end_round, receive_reduce,
+                     sync_round)
 from .protocols import PACKET, SIMPLE_LIMITS, SIMPLE, rounds, scale
-
-
-@cuda.jit(device=True)
-def reduce_own_slot(proto, out, at, inp, own_off, rank, scratch, base, slot_bytes, nranks, n, tid, nt, flag, kind, op,
-                    chans):
-    """``out[at:]`` = every rank's slot reduced in rank order, in one pass: ours from ``inp[own_off:]``, slot r
-    from our scratch at ``base + r * slot_bytes`` (packets waited for; simple after the round's signals)."""
-    if proto == PACKET:
-        red.reduce_packets_ll16(out, at, inp, own_off, rank, scratch, base, slot_bytes, nranks, n, tid, nt, flag,
-                                kind, op, chans[0], OP_PACKET)
-    else:
-        red.reduce_slots(out, at, inp, own_off, rank, scratch, base, slot_bytes, nranks, n, tid, nt, kind, op, chans)
 
 
 @cuda.jit(device=True)
@@ -37,18 +24,15 @@ def reduce(proto, chans, call_check, fingerprint, inp, out, scratch, flags, nbyt
     tid, nt = cuda.threadIdx.x, cuda.blockDim.x
     scratch_scale = scale(proto)
     begin_call(call_check, fingerprint, rank, nranks)
-    # large messages: the check before the first put
-    if proto != PACKET and not calls_agree(call_check, fingerprint, rank, nranks):
+    if not agreed_before_sending(proto, call_check, fingerprint, rank, nranks):
         return
     for rd in range(rounds(proto, nbytes, slot_bytes)):
         flag, half, lo, n, at = begin_and_send(proto, chans, flags, inp, nbytes, slot_bytes, rd, rank, nranks,
                                                send_stride, tid, nt)
-        # packets: sent only into scratch so far
-        if proto != PACKET or calls_agree(call_check, fingerprint, rank, nranks):
-            if proto != PACKET:
-                signal_and_wait_all(chans, nranks)
+        if agreed_before_receiving(proto, call_check, fingerprint, rank, nranks):
+            sync_round(proto, chans, nranks)
             if n > 0:
-                reduce_own_slot(proto, out, at, inp, rank * send_stride + at, rank, scratch, half + scratch_scale * lo,
+                receive_reduce(proto, out, at, inp, rank * send_stride + at, rank, scratch, half + scratch_scale * lo,
                                 slot_bytes, nranks, n, tid, nt, flag, kind, op, chans)
         end_round(flags, flag)
 

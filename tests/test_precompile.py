@@ -29,6 +29,7 @@ def _requested(comm, state) -> set:
     comm.all_gather(buf, out_buf, algo="simple")
     comm.all_to_all(buf, out_buf[:16], algo="simple")
     comm.broadcast(buf, root=0, algo="simple")
+    comm.all_to_all(buf, out_buf[:16], send_counts=[8, 8], recv_counts=[8, 8])
     cuda.synchronize()
     out = set()
     for collective in CALLS:

@@ -190,3 +190,20 @@ def test_with_the_check_off_the_verbs_still_deliver():
         unchecked.run(vc.rooted, verb="reduce", count=500, root=2)
     finally:
         unchecked.close()
+
+
+@pytest.mark.parametrize("size,counts,dtype,registered,captured,served", [
+    (2, [[3, 1500], [0, 2001]], "float32", [0, 0], False, "zero-copy (registered)"),
+    (3, [[5, 0, 1100], [7, 9, 0], [1, 1030, 4]], "int16", [1, 1, 1], False, "zero-copy (registered)"),
+    (3, [[5, 0, 1100], [7, 9, 0], [1, 1030, 4]], "float16", [None, None, None], True, "zero-copy (captured)"),
+    (4, [[0, 300, 0, 64], [210, 3, 0, 0], [0, 0, 11, 150], [77, 0, 120, 0]], "uint8", [0, 0, 0, 0], False,
+     "zero-copy (registered)"),
+    # not every rank's send buffer starts at the same registration: every rank stages, the result the same
+    (3, [[5, 0, 1100], [7, 9, 0], [1, 1030, 4]], "float32", [0, 1, 0], False, "staged"),
+    (2, [[3, 1500], [0, 2001]], "float32", [0, None], False, "staged"),
+])
+def test_all_to_all_with_counts_on_mapped_send_buffers_reads_peers_directly(size, counts, dtype, registered,
+                                                                            captured, served):
+    got = pool(size).run(vc.all_to_allv_zero_copy, counts=counts, dtype=dtype, registered=registered,
+                         captured=captured)
+    assert got == [served] * size, got

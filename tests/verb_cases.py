@@ -269,3 +269,41 @@ def both_send_first(comm, state) -> str:
     except CallMismatchError as exc:
         return str(exc)
     raise AssertionError("two sends meeting did not raise")
+
+
+def all_to_allv_zero_copy(comm, state, counts: list, dtype: str, registered, captured: bool, repeat: int = 2) -> str:
+    """all_to_all with counts whose send buffers start at a registration (rank r: registration ``registered[r]``
+    of two; None: unregistered) or whose calls are captured (the capture check forced true, as the simulator has
+    no graphs) equals NumPy on every rank, call after call; the kernel that served the last call."""
+    from pymscclpp.algos import verbs
+    n, me = comm.size, comm.rank
+    send_counts = counts[me]
+    recv_counts = [counts[j][me] for j in range(n)]
+    item = np.dtype(np_dtype(dtype)).itemsize
+    bufs = [view_as(alloc(max(1, sum(send_counts)) * item), np_dtype(dtype)) for _ in range(2)]
+    for buf in bufs:
+        comm.register_buffer(buf)
+    own = view_as(alloc(max(1, sum(send_counts)) * item), np_dtype(dtype))  # shared memory, not registered
+    send = (own if registered[me] is None else bufs[registered[me]])[:sum(send_counts)]
+    windows = comm.extension("windows")
+    mapped = windows.captured
+    real = verbs.capturing
+    verbs.capturing = lambda stream: captured
+    try:
+        for it in range(repeat):
+            send.copy_to_device(data(me, sum(send_counts), dtype, seed=it))
+            recv = cuda.to_device(np.full(sum(recv_counts) + 3, 55, np_dtype(dtype)))
+            comm.all_to_all(send, recv, send_counts=send_counts, recv_counts=recv_counts)
+            _sync(comm)
+            parts = [data(j, sum(counts[j]), dtype, seed=it)[sum(counts[j][:me]):][:counts[j][me]] for j in range(n)]
+            np.testing.assert_array_equal(recv.copy_to_host(), np.concatenate(parts + [np.full(3, 55, np_dtype(dtype))]))
+            np.testing.assert_array_equal(send.copy_to_host(), data(me, sum(send_counts), dtype, seed=it))
+    finally:
+        verbs.capturing = real
+    names = {launch.kernel.py_func.__name__ for launch in comm.last_algorithm("all_to_allv").kernel_launches()}
+    for buf in bufs:
+        comm.deregister_buffer(buf)
+    if windows.captured == mapped + repeat:
+        return "zero-copy (captured)"
+    assert windows.captured == mapped, (mapped, windows.captured)
+    return "zero-copy (registered)" if "peer_read_zero_copy" in names else "staged"

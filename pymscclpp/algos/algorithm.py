@@ -50,7 +50,8 @@ class Call:
     a call the Communicator remembers (``algos.repeats``) and launches again as this very object; for an
     algorithm whose launch reads addresses only it holds no buffer objects (``sendbuf``/``recvbuf`` None), so a
     launch may key what it prepared by the call's identity. ``layout``: an exchange call's per-peer table
-    (``algos.exchange``; send/recv, all-to-all with counts, gather, scatter, reduce), else empty."""
+    (``algos.exchange``; send/recv, all-to-all with counts, gather, scatter, reduce), else empty; ``window``: the
+    mapped send buffers (``algos.windows.Window``) a zero-copy exchange reads peers' data from, else None."""
 
     collective: str
     sendbuf: object
@@ -66,6 +67,7 @@ class Call:
     in_place: bool
     layout: tuple = ()
     kept: bool = False
+    window: object = None
 
 
 class Algorithm:

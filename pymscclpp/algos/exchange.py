@@ -19,8 +19,9 @@ from ..runtime.fingerprint import pack
 from ..runtime.launch import Launch
 from ..runtime.memory import alloc
 from .algorithm import Algorithm, Call, Constraint
-from .exchange_kernels import AREA_SLOT, ROW, peer_exchange_simple  # noqa: F401 (peer_exchange_simple: entries)
+from .exchange_kernels import AREA_SLOT, ROW, peer_exchange_simple, peer_read_zero_copy
 from .grid import blocks_for
+from .windows import PreparedLaunches, Windows
 
 EXCHANGED = ("send_recv", "all_to_allv", "gather", "scatter", "reduce")  # the collectives these algorithms serve
 # the simulator runs blocks one after another, so one block (``exchange_kernels``); its rounds, stripes and
@@ -93,11 +94,31 @@ class ExchangeLanes:
                 "stripe_bytes": STRIPE_BYTES, "rank": comm.rank, "nranks": comm.size, "root": -1, "kind": 0,
                 "op": 0}
         self.kernel_launch = Launch(peer_exchange_simple, self.blocks, GRID[1], args, argtypes=argtypes(comm.size))
+        self._read_args = {name: args[name] for name in ("chans", "areas", "area", "table")}
+        self._read_args.update({"ins": (), "inp": self.view, "out": self.view, "seqs": self.seqs, "rank": comm.rank,
+                                "nranks": comm.size})
+        self.zero_copy = PreparedLaunches(comm.extension("windows", Windows))
+
+    def kernel_launches(self) -> list[Launch]:
+        """Every launch prepared: the staged one and the zero-copy ones of registered buffers."""
+        return [self.kernel_launch, *self.zero_copy.values()]
+
+    def _read_launch(self, windows: tuple) -> Launch:
+        args = dict(self._read_args, ins=windows[0].handles)
+        return Launch(peer_read_zero_copy, self.blocks, GRID[1], args, argtypes=read_argtypes(self.size))
 
     def launch(self, call: Call) -> None:
-        """Issue ``call`` (its ``layout`` the table)."""
-        bind(self.kernel_launch, call, self.size, self.address, self.view)
-        self.kernel_launch.launch(call.stream)
+        """Issue ``call`` (its ``layout`` the table): zero-copy when it carries the window of its send buffers
+        (prepared once per registered window; a captured call's launch is its graph's)."""
+        window = call.window
+        if window is None:
+            k = self.kernel_launch
+        elif window.serial >= 0:
+            k = self.zero_copy.get((window,), self._read_launch)
+        else:
+            k = self._read_launch((window,))
+        bind(k, call, self.size, self.address, self.view)
+        k.launch(call.stream)
 
     def close(self) -> None:
         for ch in self.channels.values():
@@ -109,13 +130,17 @@ class ExchangeLanes:
 
 def bind(k: Launch, call: Call, nranks: int, address: int, placeholder) -> None:
     """Set an exchange launch's slots for ``call``: its buffers (a side with none, nothing to send or receive, views
-    ``placeholder`` at ``address``), its table, and the root, dtype and op of a reduce."""
+    ``placeholder`` at ``address``), its table, and the root, dtype and op of a reduce (the staged kernel's)."""
     for slot, (ptr, array) in (("inp", call.send), ("out", call.recv)):
         if ptr is None:
             k.set_buffer(slot, address, placeholder.size, placeholder)
+        elif slot == "inp" and call.window is not None:  # the table's send offsets are peers': the window's bytes
+            k.set_buffer(slot, ptr, call.window.nbytes, array)
         else:
             k.set_buffer(slot, ptr, call_span(call.layout, nranks, slot == "out"), array)
     k.set_ints("table", call.layout)
+    if call.window is not None:  # the zero-copy kernel reduces nothing
+        return
     reducing = call.collective == "reduce"
     k.set_int("root", call.root if reducing else -1)
     k.set_int("kind", red.DTYPE_KINDS[call.dtype] if reducing else 0)
@@ -133,6 +158,14 @@ def argtypes(nranks: int) -> tuple:
     i64 = types.int64
     return (types.UniTuple(ht.memory_channel(), nranks - 1), types.UniTuple(ht.BYTES, nranks - 1), ht.BYTES,
             types.UniTuple(i64, ROW * nranks), ht.BYTES, ht.BYTES, ht.BYTES, ht.U32, *(i64,) * 9)
+
+
+def read_argtypes(nranks: int) -> tuple:
+    """The numba types of ``peer_read_zero_copy``'s arguments on ``nranks`` ranks."""
+    i64 = types.int64
+    return (types.UniTuple(ht.memory_channel(), nranks - 1), types.UniTuple(ht.BYTES, nranks - 1), ht.BYTES,
+            types.UniTuple(i64, ROW * nranks), types.UniTuple(ht.peer_memory(), nranks - 1), ht.BYTES, ht.BYTES,
+            ht.U32, i64, i64)
 
 
 def lanes(comm) -> ExchangeLanes:
@@ -156,8 +189,8 @@ class Exchange(Algorithm):
         self.lanes = lanes(comm)
 
     def kernel_launches(self) -> list[Launch]:
-        """The launch ``precompile`` must have built."""
-        return [self.lanes.kernel_launch]
+        """The launches ``precompile`` must have built."""
+        return self.lanes.kernel_launches()
 
     def launch(self, call: Call) -> None:
         self.lanes.launch(call)

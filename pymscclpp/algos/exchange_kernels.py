@@ -29,8 +29,8 @@ from ..channels import memory_channel as mc
 from ..channels import primitives as prim
 from ..channels import reduce as red
 from ..channels import semaphore as sem
-from ..channels.device_errors import (OP_PAIR_RECV, OP_PAIR_SEND, OP_PAIR_WAIT, OP_RECV_DATA, OP_SEND_CREDIT,
-                                      record_mismatch)
+from ..channels.device_errors import (OP_PAIR_RECV, OP_PAIR_SEND, OP_PAIR_WAIT, OP_READ_DONE, OP_RECV_DATA,
+                                      OP_SEND_CREDIT, record_mismatch)
 from ..channels.peers import peer_index, peer_rank
 from ..channels.ptx import store_v4_volatile
 from .blocks import copy_unless_same
@@ -326,3 +326,39 @@ def peer_exchange_simple(chans, areas, area, table, inp, out, scratch, seqs, chu
     """``peer_exchange`` (puts and semaphores)."""
     peer_exchange(chans, areas, area, table, inp, out, scratch, seqs, chunk, slots, stripes, stripe_bytes, rank, nranks,
                   root, kind, op)
+
+
+@cuda.jit(device=True)
+def peer_read(chans, areas, area, table, ins, inp, out, seqs, rank, nranks):
+    """One zero-copy call on send buffers mapped on every rank (``algos.windows``; ``ins[j]`` peer j's): the pair
+    check (a peer's descriptor arrives once its kernel runs, so its send buffer is ready), our own range copied,
+    then every block reads its slice of what each peer sends us straight from the peer's send buffer (column
+    ``SEND_OFF`` of row p holds where in p's buffer: the table of ``zero_copy_layout``), signals each peer it read
+    from, and waits for the signal of each peer it sends to (nobody reads our buffer any more)."""
+    tid, nt = cuda.threadIdx.x, cuda.blockDim.x
+    post_descriptors(areas, table, seqs, rank, nranks)
+    if not pairs_agree(chans, area, table, seqs, rank, nranks):
+        return
+    copy_own(table, inp, out, rank, tid, nt)
+    for j in range(nranks - 1):
+        p = peer_rank(j, rank)
+        n = table[ROW * p + RECV_N]
+        if n > 0:
+            lo, cnt = round_share(n, n, 0)
+            if cnt > 0:
+                prim.copy_bytes(out, table[ROW * p + RECV_OFF] + lo, ins[j].dst, table[ROW * p + SEND_OFF] + lo, cnt,
+                                tid, nt)
+    cuda.syncthreads()
+    if tid < nranks - 1:
+        p = peer_rank(tid, rank)
+        if table[ROW * p + RECV_N] > 0:
+            mc.signal(chans[tid], cuda.blockIdx.x)
+        if table[ROW * p + SEND_N] > 0:
+            sem.wait_for(chans[tid], cuda.blockIdx.x, OP_READ_DONE)  # a failure is recorded, the call ends
+    cuda.syncthreads()
+
+
+@cuda.jit(cache=True, **SIMPLE_LIMITS)
+def peer_read_zero_copy(chans, areas, area, table, ins, inp, out, seqs, rank, nranks):
+    """``peer_read`` (reads and semaphores)."""
+    peer_read(chans, areas, area, table, ins, inp, out, seqs, rank, nranks)

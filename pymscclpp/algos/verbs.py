@@ -8,6 +8,7 @@ the communicator's collection picks for it.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import numbers
 import struct
 import weakref
@@ -19,10 +20,12 @@ from ..errors import InvalidUsageError
 from .. import config
 from ..runtime.backend import IS_SIM
 from ..runtime.buffers import BufferInfo, buffer_info, stream_handle
-from ..runtime.fingerprint import DTYPES
+from ..runtime.capture import capturing
+from ..runtime.fingerprint import DTYPES, zero_copy
 from ..runtime.memory import alloc
 from .algorithm import Call, CallBuffer
-from .exchange import descriptor, layout, rooted_descriptors
+from .exchange import Exchange, descriptor, layout, rooted_descriptors
+from .windows import Window, Windows
 
 
 _COUNT = struct.Struct("<q")
@@ -216,11 +219,13 @@ def issue(comm, ops: list[PeerOp]) -> None:
         _copy(_pair(o.info), 0, recv, at, o.info.nbytes, stream)
 
 
-def launch(comm, call: Call, algo: str | None = None) -> None:
-    """Launch ``call`` by the collection's choice (or ``algo``); under the simulator its failure raises here."""
+def launch(comm, call: Call, algo: str | None = None, zero_copy_call: Call | None = None) -> None:
+    """Launch ``call`` by the collection's choice (or ``algo``), or ``zero_copy_call`` (the same call reading
+    peers' send buffers) when that choice is the one-host exchange, which alone reads them (every rank chooses
+    alike); under the simulator its failure raises here."""
     comm.raise_if_failed()
     algorithm = comm.algorithms.select(call, algo)
-    algorithm.launch(call)
+    algorithm.launch(zero_copy_call if zero_copy_call is not None and isinstance(algorithm, Exchange) else call)
     if IS_SIM:
         comm.check_device_errors()
 
@@ -242,26 +247,54 @@ def _counts(what: str, counts, info: BufferInfo, nranks: int) -> list[int]:
     return [int(c) for c in counts]
 
 
-def _agreed_counts(comm, send_counts: list[int], recv_counts: list[int], dtype: str) -> int:
-    """Trade every rank's counts over the bootstrap and raise the same InvalidUsageError on every rank unless
-    rank i sends rank j what j receives from i (and the dtypes agree); the total elements moved."""
-    blob = dtype.encode().ljust(16, b"\0") + b"".join(_COUNT.pack(c) for c in send_counts + recv_counts)
+def _agreed_counts(comm, send_counts: list[int], recv_counts: list[int], dtype: str,
+                   zero_copy: tuple[int, int]) -> list[tuple]:
+    """Trade every rank's counts (and ``zero_copy``: its send buffer's window serial or -1, and whether its call is
+    being captured) over the bootstrap and raise the same InvalidUsageError on every rank unless rank i sends rank
+    j what j receives from i (and the dtypes agree); every rank's (dtype, send counts, receive counts, zero_copy)."""
+    extra = tuple(zero_copy)
+    blob = dtype.encode().ljust(16, b"\0") + b"".join(_COUNT.pack(c) for c in send_counts + recv_counts + list(extra))
     rows = comm.bootstrap.all_gather(blob, timeout=comm.timeout_s, what="every rank's all_to_all counts")
     n = comm.size
+    words = 2 * n + len(extra)
     table = []
     for peer, row in enumerate(rows):
-        if len(row) != 16 + 2 * n * _COUNT.size:
+        if len(row) != 16 + words * _COUNT.size:
             raise InvalidUsageError(f"all_to_all: rank {peer} sent {len(row)} bytes of counts, expected "
-                                    f"{16 + 2 * n * _COUNT.size}")
-        values = [_COUNT.unpack_from(row, 16 + i * _COUNT.size)[0] for i in range(2 * n)]
-        table.append((row[:16].rstrip(b"\0").decode(errors="replace"), values[:n], values[n:]))
-    for i, (dt_i, send_i, _) in enumerate(table):
-        for j, (dt_j, _, recv_j) in enumerate(table):
+                                    f"{16 + words * _COUNT.size}")
+        values = [_COUNT.unpack_from(row, 16 + i * _COUNT.size)[0] for i in range(words)]
+        table.append((row[:16].rstrip(b"\0").decode(errors="replace"), values[:n], values[n:2 * n],
+                      tuple(values[2 * n:])))
+    for i, (dt_i, send_i, _, _) in enumerate(table):
+        for j, (dt_j, _, recv_j, _) in enumerate(table):
             if send_i[j] != recv_j[i] or dt_i != dt_j:
                 raise InvalidUsageError(f"all_to_all with counts: rank {i} sends rank {j} {send_i[j]} {dt_i}, rank "
                                         f"{j} receives {recv_j[i]} {dt_j} from rank {i}: the ranks' counts do not "
                                         "match (checked on every rank before any data moved)")
-    return sum(sum(s) for _, s, _ in table)
+    return table
+
+
+def _zero_copy_key(comm, send: BufferInfo, stream: int) -> tuple[int, int]:
+    """(the serial of the registered window ``send`` starts at, or -1; 1 if ``stream`` is being captured and
+    captured calls run zero-copy, else 0): what every rank trades to choose a zero-copy all-to-all together."""
+    if len(set(comm.host_ids)) != 1:
+        return -1, 0
+    window = comm.extension("windows", Windows).find(send.ptr, send.nbytes)
+    captured = config.get("PYMSCCLPP_GRAPH_ZERO_COPY") and capturing(stream)
+    return (-1 if window is None else window.serial), int(bool(captured))
+
+
+def _zero_copy_window(comm, send: BufferInfo, keys: list[tuple]) -> Window | None:
+    """The window of this rank's send buffer every rank's zero-copy all-to-all reads (``keys``, every rank's
+    ``_zero_copy_key``): a registration every rank's send buffer starts at, or the send buffers of a call every
+    rank captures, mapped now; None: the call stages."""
+    windows = comm.extension("windows", Windows)
+    serials = {serial for serial, _ in keys}
+    if len(serials) == 1 and min(serials) >= 0:
+        return windows.find(send.ptr, send.nbytes)
+    if all(captured for _, captured in keys):
+        return windows.capture("all_to_all", [(_pair(send), send.nbytes)])[0]
+    return None
 
 
 def all_to_allv(comm, sendbuf, recvbuf, send_counts, recv_counts, stream, algo) -> None:
@@ -281,16 +314,34 @@ def all_to_allv(comm, sendbuf, recvbuf, send_counts, recv_counts, stream, algo) 
                                 f"{rc[comm.rank]} from itself")
     check = config.get("PYMSCCLPP_CHECK")
     comm.raise_if_failed()
-    moved = _agreed_counts(comm, sc, rc, send.dtype) if check and n > 1 else sum(sc) + sum(rc)
+    handle = stream_handle(stream, sendbuf, comm.device)
+    table = _agreed_counts(comm, sc, rc, send.dtype, _zero_copy_key(comm, send, handle)) if check and n > 1 else None
+    moved = sum(sum(row[1]) for row in table) if table else sum(sc) + sum(rc)
     if moved == 0:
         return
+    window = _zero_copy_window(comm, send, [row[3] for row in table]) if table else None
     sends = {p: (sum(sc[:p]) * size, sc[p] * size) for p in range(n)}
     recvs = {p: (sum(rc[:p]) * size, rc[p] * size) for p in range(n)}
     descriptors = {p: (descriptor("all_to_allv", sc[p] * size, send.dtype),
                        descriptor("all_to_allv", rc[p] * size, send.dtype)) for p in range(n)} if check else None
-    handle = stream_handle(stream, sendbuf, comm.device)
-    _run(comm, "all_to_allv", send, sendbuf, recv, recvbuf, sends, recvs, descriptors, send.nbytes, send.dtype,
-         "sum", 0, handle, algo)
+    if window is None:
+        _run(comm, "all_to_allv", send, sendbuf, recv, recvbuf, sends, recvs, descriptors, send.nbytes, send.dtype,
+             "sum", 0, handle, algo)
+        return
+    call = _call(comm, "all_to_allv", send, recv, layout(n, sends, recvs, descriptors), send.nbytes, send.dtype,
+                 "sum", 0, handle)
+    r = comm.rank  # a peer's row of the zero-copy table: where in the peer's send buffer its data for us starts
+    sends.update({p: (sum(table[p][1][:r]) * size, sc[p] * size) for p in range(n) if p != r})
+    marked = {p: (zero_copy(a), zero_copy(b)) for p, (a, b) in descriptors.items()}
+    launch(comm, call, algo, dataclasses.replace(call, layout=layout(n, sends, recvs, marked), window=window))
+
+
+def _call(comm, collective, send, recv, table, size, dtype, op, root, stream) -> Call:
+    """The exchange call of ``table`` between ``send`` and ``recv`` (None: nothing on that side)."""
+    s = CallBuffer(None) if send is None else _pair(send)
+    r = CallBuffer(None) if recv is None else _pair(recv)
+    return Call(collective=collective, sendbuf=None, recvbuf=None, send=s, recv=r, peer_bytes=size,
+                message_bytes=size, dtype=dtype, op=op, root=root, stream=stream, in_place=False, layout=table)
 
 
 def _run(comm, collective, send, sendbuf, recv, recvbuf, sends, recvs, descriptors, size, dtype, op, root, stream,
@@ -300,12 +351,8 @@ def _run(comm, collective, send, sendbuf, recv, recvbuf, sends, recvs, descripto
         (s_off, n), (r_off, _) = sends[0], recvs[0]
         _copy(_pair(recv), r_off, _pair(send), s_off, n, stream)
         return
-    table = layout(comm.size, sends, recvs, descriptors)
-    s = CallBuffer(None) if send is None else _pair(send)
-    r = CallBuffer(None) if recv is None else _pair(recv)
-    launch(comm, Call(collective=collective, sendbuf=None, recvbuf=None, send=s, recv=r,
-                      peer_bytes=size, message_bytes=size, dtype=dtype, op=op, root=root, stream=stream,
-                      in_place=False, layout=table), algo)
+    launch(comm, _call(comm, collective, send, recv, layout(comm.size, sends, recvs, descriptors), size, dtype, op,
+                       root, stream), algo)
 
 
 def _root_slots(comm, what: str, side: str, buf, slot: BufferInfo, root: int) -> BufferInfo:

@@ -6,12 +6,13 @@ communicator closes (the graph holds the addresses; vLLM's graph buffers)."""
 
 from __future__ import annotations
 
-from typing import Sequence
+from typing import Callable, Sequence
 
 from ..errors import InvalidUsageError, RegistrationError
 from ..runtime.backend import IS_SIM
 from ..runtime.buffers import buffer_info
 from ..runtime.capture import relaxed
+from ..runtime.launch import Launch
 from ..runtime.memory import PeerMemory, RemoteMemory
 from .algorithm import CallBuffer
 
@@ -21,9 +22,11 @@ if not IS_SIM:
 
 class Window:
     """One registration: this rank's buffer (start address and bytes, ``local`` as kernels take it) and every
-    peer's buffer of the same registration (``handles``, in rank order without ours)."""
+    peer's buffer of the same registration (``handles``, in rank order without ours). ``serial``: the
+    registration's number, the same on every rank (registrations are collective); -1 for a captured call's."""
 
-    def __init__(self, comm, buf, what: str = "register_buffer"):
+    def __init__(self, comm, buf, what: str = "register_buffer", serial: int = -1):
+        self.serial = serial
         reg = comm.register_memory(buf)
         self.address, self.nbytes, self.local = reg.info.ptr, reg.nbytes, reg.local_bytes()
         blobs = comm.bootstrap.all_gather(reg.serialize(), what=f"{what}: every rank's buffer handle")
@@ -53,6 +56,7 @@ class Windows:
         self._by_address: dict[int, Window] = {}
         self._captured: list[Window] = []
         self.generation = 0  # bumped by every deregistration: launches prepared for a window are stale
+        self._registered = 0  # registrations so far: the next one's serial
 
     def register(self, buf) -> None:
         """Register ``buf`` (collective: every rank registers its own, in the same order)."""
@@ -61,7 +65,8 @@ class Windows:
             raise InvalidUsageError(f"rank {self.comm.rank}: register_buffer: a buffer at {info.ptr:#x} is "
                                     "registered already")
         with self.comm.setup("register_buffer"):
-            self._by_address[info.ptr] = Window(self.comm, buf)
+            self._by_address[info.ptr] = Window(self.comm, buf, serial=self._registered)
+        self._registered += 1
 
     def deregister(self, buf) -> None:
         """Forget the registration of ``buf`` (every rank alike); calls on it run with scratch copies again."""
@@ -99,3 +104,32 @@ class Windows:
             window.close()
         self._by_address.clear()
         self._captured.clear()
+
+
+class PreparedLaunches:
+    """Launches prepared for tuples of registered windows (by their start addresses), forgotten at any
+    deregistration (the windows' generation): what a zero-copy algorithm launches on registered buffers."""
+
+    def __init__(self, windows: Windows):
+        self.windows = windows
+        self._by_key: dict[tuple, Launch] = {}
+        self._generation = windows.generation
+
+    def _forget_stale(self) -> None:
+        if self._generation != self.windows.generation:  # a deregistration: launches of closed windows go
+            self._by_key.clear()
+            self._generation = self.windows.generation
+
+    def get(self, windows: tuple[Window, ...], make: Callable[[tuple], Launch]) -> Launch:
+        """The launch prepared for ``windows``, ``make`` building it the first time."""
+        self._forget_stale()
+        key = tuple(w.address for w in windows)
+        launch = self._by_key.get(key)
+        if launch is None:
+            launch = self._by_key[key] = make(windows)
+        return launch
+
+    def values(self) -> list[Launch]:
+        """The launches prepared for windows still registered."""
+        self._forget_stale()
+        return list(self._by_key.values())

@@ -17,7 +17,7 @@ from ..runtime.fingerprint import zero_copy
 from ..runtime.launch import Launch
 from .algorithm import Call, CallBuffer
 from .prepared import launch_call
-from .windows import Windows
+from .windows import PreparedLaunches, Windows
 
 
 def kernel_argtypes(nranks: int, windows: int, ints: int) -> tuple:
@@ -37,8 +37,7 @@ class ZeroCopy:
     def setup(self, comm) -> None:
         super().setup(comm)
         self.windows = comm.extension("windows", Windows)
-        self._zero_copy: dict[tuple, Launch] = {}  # the registered windows' addresses -> their prepared launch
-        self._generation = self.windows.generation
+        self._zero_copy = PreparedLaunches(self.windows)
         self._capture = config.get("PYMSCCLPP_GRAPH_ZERO_COPY")
 
     def kernel_launches(self) -> list[Launch]:
@@ -76,14 +75,7 @@ class ZeroCopy:
             if not (self._capture and capturing(call.stream)):
                 return None
             return self._new_launch(self.windows.capture(self.name, wanted))
-        if self._generation != self.windows.generation:  # a deregistration: launches of closed windows go
-            self._zero_copy.clear()
-            self._generation = self.windows.generation
-        key = tuple(w.address for w in windows)
-        launch = self._zero_copy.get(key)
-        if launch is None:
-            launch = self._zero_copy[key] = self._new_launch(windows)
-        return launch
+        return self._zero_copy.get(windows, self._new_launch)
 
     def launch(self, call: Call) -> None:
         launch = self._zero_copy_launch(call)

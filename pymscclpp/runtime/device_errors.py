@@ -33,10 +33,11 @@ OP_NAMES = {1: "semaphore wait", 2: "packet wait (unpack_packets)", 3: "fifo pus
             10: "pair check of a send/recv or rooted call (what this rank receives against what the peer sends)",
             11: "pair check wait (the peer's send/recv descriptor: the peer made no matching call)",
             12: "send wait (the receiver to take a chunk out of its staging slot, into its receive buffer)",
-            13: "recv wait (the sender's next chunk of its send buffer in our staging slot)"}
+            13: "recv wait (the sender's next chunk of its send buffer in our staging slot)",
+            14: "send wait (the receiver to finish reading this rank's send buffer, zero-copy)"}
 OP_WAIT, OP_PACKET, OP_FIFO_PUSH, OP_FLUSH, OP_READ_PACKET, OP_PROXY_ABORT = 1, 2, 3, 4, 5, 6
 OP_CALLCHECK, OP_PRECHECK = 7, 8
-OP_PAIR_SEND, OP_PAIR_RECV, OP_PAIR_WAIT, OP_SEND_CREDIT, OP_RECV_DATA = 9, 10, 11, 12, 13
+OP_PAIR_SEND, OP_PAIR_RECV, OP_PAIR_WAIT, OP_SEND_CREDIT, OP_RECV_DATA, OP_READ_DONE = 9, 10, 11, 12, 13, 14
 TIMED_OUT, ABORTED, MISMATCH = 1, 2, 3
 # waits on this rank's own memory, recorded with these channel codes (executor/device.py): where they waited
 LOCAL_WAITS = {-2: " in the executor's barrier of one thread block's threads",

@@ -1,5 +1,5 @@
-"""One-shot grids fit every rank's share of the GPU: cut to half the SMs when a rank holds fewer SMs than the
-grid has blocks, capped by PYMSCCLPP_MAX_BLOCKS, the same on every rank."""
+"""Built-in grids fit every rank's share of the GPU: cut to the smallest SM count when a rank holds fewer SMs
+than the grid has blocks, capped by PYMSCCLPP_MAX_BLOCKS, the same on every rank."""
 
 from __future__ import annotations
 
@@ -21,9 +21,9 @@ def test_a_grid_that_fits_the_smallest_share_is_kept():
     assert _limits([(132, 0), (132, 0)]).blocks(128) == 128
 
 
-def test_a_grid_larger_than_some_ranks_share_runs_on_half_of_the_smallest_share():
+def test_a_grid_larger_than_some_ranks_share_runs_on_the_smallest_share():
     limits = _limits([(132, 0), (14, 0), (66, 0)])
-    assert limits.blocks(128) == 7 and limits.blocks(16) == 7 and limits.blocks(4) == 4
+    assert limits.blocks(128) == 14 and limits.blocks(16) == 14 and limits.blocks(4) == 4
 
 
 def test_max_blocks_caps_every_grid_with_the_smallest_cap_any_rank_asked_for():

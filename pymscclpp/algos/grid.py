@@ -1,9 +1,9 @@
-"""How many blocks a one-shot kernel runs on: its configured grid, unless this rank's share of the GPU cannot
-hold it. Blocks of one kernel wait on the same blocks of peers; when a rank's SMs (under CUDA MPS, the share
-``CUDA_MPS_ACTIVE_THREAD_PERCENTAGE`` gives) hold fewer blocks than a grid has, two communicators' kernels in
-flight at once can each wait for blocks the other keeps from running. Then the grid is cut to half the SMs,
-so two such kernels fit side by side. ``PYMSCCLPP_MAX_BLOCKS`` caps every grid. Every rank uses the smallest
-figures of all ranks (blocks pair up by index across ranks).
+"""How many blocks a built-in kernel runs on: its configured grid, cut to the SMs of the smallest share of the
+GPU any rank has (under CUDA MPS, the share ``CUDA_MPS_ACTIVE_THREAD_PERCENTAGE`` gives), one 512-thread block
+per SM, so every block of a launch is resident at once: blocks of one kernel wait on the same blocks of peers,
+and a block left waiting for an SM would hold up every rank. As with NCCL, kernels of two communicators in
+flight at once on different streams must be issued in the same order on every rank. ``PYMSCCLPP_MAX_BLOCKS``
+caps every grid. Every rank uses the smallest figures of all ranks (blocks pair up by index across ranks).
 """
 
 from __future__ import annotations
@@ -35,7 +35,7 @@ class GridLimits:
 
     def blocks(self, configured: int) -> int:
         """The grid a kernel configured for ``configured`` blocks runs on."""
-        blocks = configured if configured <= self.sms else max(1, self.sms // 2)
+        blocks = max(1, min(configured, self.sms))
         return max(1, min(blocks, self.cap)) if self.cap else blocks
 
 

@@ -149,7 +149,7 @@ VARIABLES: dict[str, Variable] = {v.name: v for v in [
              "device and raise `CallMismatchError` naming both sides; `0`: off (`docs/reliability.md`)",
              _choice(_ON_OFF)),
     Variable("PYMSCCLPP_MAX_BLOCKS", "int", 0, "0 (no cap)", "a non-negative number of blocks (0: no cap)",
-             "cap on every one-shot kernel's grid (unset: the configured grid, or half the SMs a rank has when the "
+             "cap on every built-in kernel's grid (unset: the configured grid, or the SMs a rank has when the "
              "grid does not fit them, as under MPS)", _int(0, 2**31 - 1)),
     Variable("PYMSCCLPP_TUNING_FILE", "path", None, "none: the built-in table", "a JSON file",
              "selection table written by the tuner (`python -m pymscclpp.bench.tune`)", str),

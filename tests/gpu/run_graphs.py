@@ -6,7 +6,9 @@ and two communicators running all-reduces on two streams at once.
 On GPUs each case warms the collective up, captures one call with ``torch.cuda.graph``, then before every
 replay writes new input (outside the graph) and after it compares the output with values computed by torch.
 Under the simulator (CPU torch tensors, no graphs, one stream) the same cases call the collective directly.
-Inputs are small integers, so every reduction is exact in every dtype and order.
+Inputs are small integers, so every reduction is exact in every dtype and order. Two communicators' kernels in
+flight at once must fit the GPU side by side (grids fill a rank's SMs, ``algos/grid.py``), so every grid here is
+capped at half the SMs (``PYMSCCLPP_MAX_BLOCKS``), as an application running communicators concurrently does.
 """
 
 from __future__ import annotations
@@ -148,7 +150,10 @@ def main() -> int:
     args = ap.parse_args()
     comm = pymscclpp.Communicator.from_mpi(MPI.COMM_WORLD)
     if GPU:
+        from numba import cuda
         torch.cuda.set_device(comm.device)
+        sms = cuda.get_current_device().MULTIPROCESSOR_COUNT  # read before the first call fits its grids
+        os.environ.setdefault("PYMSCCLPP_MAX_BLOCKS", str(max(1, sms // 2)))
     state: dict = {}
     failures = run_cases(comm, plan_cases(comm.size, args.replays), f"graph replays x{args.replays}", state)
     if "comm2" in state:

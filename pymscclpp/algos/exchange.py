@@ -125,7 +125,7 @@ class ExchangeLanes:
             ch.close()
         for r in self.remotes:
             r.close()
-        self.channels, self.remotes = {}, []
+        self.channels, self.remotes, self.zero_copy = {}, [], None  # the windows hold the communicator
 
 
 def bind(k: Launch, call: Call, nranks: int, address: int, placeholder) -> None:

@@ -43,6 +43,11 @@ class ZeroCopy:
     def kernel_launches(self) -> list[Launch]:
         return [*super().kernel_launches(), *self._zero_copy.values()]
 
+    def close(self) -> None:
+        """Drop the windows (they hold the communicator, which holds this algorithm: no cycle outlives close)."""
+        super().close()
+        self.windows = self._zero_copy = None
+
     def window_buffers(self, call: Call) -> tuple[tuple[CallBuffer, int], ...] | None:
         """The buffers (and their bytes) ``call`` reads or writes on peers, each of which must be in a window;
         None: this call cannot run zero-copy."""

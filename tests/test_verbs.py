@@ -207,3 +207,18 @@ def test_all_to_all_with_counts_on_mapped_send_buffers_reads_peers_directly(size
     got = pool(size).run(vc.all_to_allv_zero_copy, counts=counts, dtype=dtype, registered=registered,
                          captured=captured)
     assert got == [served] * size, got
+
+
+@pytest.mark.parametrize("size,dtype", [(2, "float32"), (3, "int32"), (4, "float16")])
+def test_a_grouped_ring_on_registered_send_buffers_is_read_zero_copy(size, dtype):
+    pool(size).run(vc.registered_ring, count=301, dtype=dtype)
+
+
+def test_a_send_to_a_receiver_of_the_same_registration_is_read_zero_copy():
+    pool(3).run(vc.registered_send_to_receiver, count=257, dtype="float32")
+
+
+@pytest.mark.parametrize("both", [False, True])
+def test_a_zero_copy_send_meeting_a_staged_recv_or_another_registration_raises_on_both_ranks(both):
+    for text in _failing(vc.registered_on_one_side, both=both):
+        assert "zero-copy" in text and "do not match" in text and "same registration" in text, text

@@ -214,8 +214,9 @@ def test_a_grouped_ring_on_registered_send_buffers_is_read_zero_copy(size, dtype
     pool(size).run(vc.registered_ring, count=301, dtype=dtype)
 
 
-def test_a_send_to_a_receiver_of_the_same_registration_is_read_zero_copy():
-    pool(3).run(vc.registered_send_to_receiver, count=257, dtype="float32")
+@pytest.mark.parametrize("size,receivers,dtype", [(3, 1, "float32"), (4, 3, "uint8")])
+def test_sends_to_receivers_of_the_same_registration_are_read_zero_copy(size, receivers, dtype):
+    pool(size).run(vc.registered_send_to_receivers, count=257, dtype=dtype, receivers=receivers)
 
 
 @pytest.mark.parametrize("both", [False, True])

@@ -340,19 +340,21 @@ def registered_ring(comm, state, count: int, dtype: str, repeat: int = 2) -> Non
     comm.deregister_buffer(send)
 
 
-def registered_send_to_receiver(comm, state, count: int, dtype: str) -> None:
-    """Rank 0 sends its registered buffer to rank 1, which registered its receive buffer at the same
-    registration: rank 1 reads it zero-copy; the other ranks take no part."""
+def registered_send_to_receivers(comm, state, count: int, dtype: str, receivers: int) -> None:
+    """Rank 0 sends its registered buffer to ranks 1 .. ``receivers`` (one group), each of which registered its
+    receive buffer at the same registration: every receiver reads it zero-copy; the other ranks take no part."""
     buf = _mapped(count, dtype)
     comm.register_buffer(buf)
     x = data(0, count, dtype)
     if comm.rank == 0:
         buf.copy_to_device(x)
-        comm.send(buf, 1)
-    elif comm.rank == 1:
+        with comm.group():
+            for peer in range(1, receivers + 1):
+                comm.send(buf, peer)
+    elif comm.rank <= receivers:
         comm.recv(buf, 0)
     _sync(comm)
-    if comm.rank < 2:
+    if comm.rank <= receivers:
         np.testing.assert_array_equal(buf.copy_to_host(), x)
         assert _read_zero_copy(comm)
     comm.deregister_buffer(buf)

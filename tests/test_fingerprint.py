@@ -58,6 +58,22 @@ def test_the_zero_copy_mark_differs_from_every_unmarked_call_and_keeps_the_field
     assert fpr.zero_copy(0) == 0
 
 
+def test_a_zero_copy_send_recv_descriptor_differs_from_staged_ones_and_by_registration():
+    plain = {fpr.pack("send_recv", 4096, "float32", "sum", digest) for digest in range(2048)}
+    marks = {}
+    for serial in (-1, 0, 1, 2045):
+        fp = fpr.pack("send_recv", 4096, "float32", "sum", 77)
+        marked = fpr.zero_copy_pair(fp, serial)
+        assert marked not in plain and fpr.is_zero_copy(marked) and not fpr.is_zero_copy(fp)
+        assert 0 < marked < 1 << 63 and fpr.unpack(marked)[:3] == fpr.unpack(fp)[:3]
+        marks[serial] = marked
+    assert len(set(marks.values())) == len(marks)
+    assert "(send/recv, op sizes" in fpr.pair_mismatch_text(0, 1, marks[0], marks[1], True)
+    assert "same registration" in fpr.pair_mismatch_text(0, 1, marks[0], fpr.pack("send_recv", 4096, "float32",
+                                                                                   "sum", 77), True)
+    assert fpr.zero_copy_pair(0, 3) == 0
+
+
 def test_rooted_calls_that_reduce_have_no_zero_copy_mark():
     with pytest.raises(ValueError, match="reduce has no zero-copy mark"):
         fpr.zero_copy(fpr.pack("reduce", 64, "float32", "sum", 1))

@@ -207,3 +207,19 @@ def test_all_to_all_with_counts_on_mapped_send_buffers_reads_peers_directly(size
     got = pool(size).run(vc.all_to_allv_zero_copy, counts=counts, dtype=dtype, registered=registered,
                          captured=captured)
     assert got == [served] * size, got
+
+
+@pytest.mark.parametrize("size,dtype", [(2, "float32"), (3, "int32"), (4, "float16")])
+def test_a_grouped_ring_on_registered_send_buffers_is_read_zero_copy(size, dtype):
+    pool(size).run(vc.registered_ring, count=301, dtype=dtype)
+
+
+@pytest.mark.parametrize("size,receivers,dtype", [(3, 1, "float32"), (4, 3, "uint8")])
+def test_sends_to_receivers_of_the_same_registration_are_read_zero_copy(size, receivers, dtype):
+    pool(size).run(vc.registered_send_to_receivers, count=257, dtype=dtype, receivers=receivers)
+
+
+@pytest.mark.parametrize("both", [False, True])
+def test_a_zero_copy_send_meeting_a_staged_recv_or_another_registration_raises_on_both_ranks(both):
+    for text in _failing(vc.registered_on_one_side, both=both):
+        assert "zero-copy" in text and "do not match" in text and "same registration" in text, text

@@ -307,3 +307,73 @@ def all_to_allv_zero_copy(comm, state, counts: list, dtype: str, registered, cap
         return "zero-copy (captured)"
     assert windows.captured == mapped, (mapped, windows.captured)
     return "zero-copy (registered)" if "peer_read_zero_copy" in names else "staged"
+
+
+def _mapped(count: int, dtype: str):
+    """A device buffer of ``count`` elements that peers can map (registered)."""
+    return view_as(alloc(count * np_dtype(dtype).itemsize), np_dtype(dtype))
+
+
+def _read_zero_copy(comm) -> bool:
+    """Whether this rank's last send/recv call ran the zero-copy read kernel."""
+    launches = comm.last_algorithm("send_recv").kernel_launches()
+    return "peer_read_zero_copy" in {k.kernel.py_func.__name__ for k in launches}
+
+
+def registered_ring(comm, state, count: int, dtype: str, repeat: int = 2) -> None:
+    """Every rank registers its send buffer and sends it to the next rank, grouped with its recv from the
+    previous: each receiver reads it zero-copy, exact, call after call, the send buffer untouched."""
+    n, me = comm.size, comm.rank
+    send, recv = _mapped(count, dtype), _mapped(count, dtype)
+    comm.register_buffer(send)
+    for it in range(repeat):
+        x = data(me, count, dtype, it)
+        send.copy_to_device(x)
+        recv.copy_to_device(np.full(count, 99, np_dtype(dtype)))
+        with comm.group():
+            comm.send(send, (me + 1) % n)
+            comm.recv(recv, (me - 1) % n)
+        _sync(comm)
+        np.testing.assert_array_equal(recv.copy_to_host(), data((me - 1) % n, count, dtype, it))
+        np.testing.assert_array_equal(send.copy_to_host(), x)
+    assert _read_zero_copy(comm)
+    comm.deregister_buffer(send)
+
+
+def registered_send_to_receivers(comm, state, count: int, dtype: str, receivers: int) -> None:
+    """Rank 0 sends its registered buffer to ranks 1 .. ``receivers`` (one group), each of which registered its
+    receive buffer at the same registration: every receiver reads it zero-copy; the other ranks take no part."""
+    buf = _mapped(count, dtype)
+    comm.register_buffer(buf)
+    x = data(0, count, dtype)
+    if comm.rank == 0:
+        buf.copy_to_device(x)
+        with comm.group():
+            for peer in range(1, receivers + 1):
+                comm.send(buf, peer)
+    elif comm.rank <= receivers:
+        comm.recv(buf, 0)
+    _sync(comm)
+    if comm.rank <= receivers:
+        np.testing.assert_array_equal(buf.copy_to_host(), x)
+        assert _read_zero_copy(comm)
+    comm.deregister_buffer(buf)
+
+
+def registered_on_one_side(comm, state, both: bool) -> str:
+    """Every rank registers a buffer (``both``: two); rank 0 sends rank 1 the first, rank 1 receives into another
+    buffer (``both``: the second, another registration): zero-copy meets staged (or another registration), so
+    both raise CallMismatchError before any data moves (the receive buffer untouched); the error text."""
+    registered, other = _mapped(64, "float32"), _mapped(64, "float32")
+    comm.register_buffer(registered)
+    if both:
+        comm.register_buffer(other)
+    registered.copy_to_device(data(comm.rank, 64))
+    other.copy_to_device(np.full(64, 7, np.float32))
+    try:
+        (comm.send(registered, 1) if comm.rank == 0 else comm.recv(other, 0))
+        _sync(comm)
+    except CallMismatchError as exc:
+        assert comm.rank == 0 or (other.copy_to_host() == 7).all()
+        return str(exc)
+    raise AssertionError("a zero-copy send/recv met a staged one and nothing failed")

@@ -333,7 +333,7 @@ def peer_read(chans, areas, area, table, ins, inp, out, seqs, rank, nranks):
     """One zero-copy call on send buffers mapped on every rank (``algos.windows``; ``ins[j]`` peer j's): the pair
     check (a peer's descriptor arrives once its kernel runs, so its send buffer is ready), our own range copied,
     then every block reads its slice of what each peer sends us straight from the peer's send buffer (column
-    ``SEND_OFF`` of row p holds where in p's buffer: the table of ``zero_copy_layout``), signals each peer it read
+    ``SEND_OFF`` of row p holds where in p's buffer: the zero-copy tables of ``verbs``), signals each peer it read
     from, and waits for the signal of each peer it sends to (nobody reads our buffer any more)."""
     tid, nt = cuda.threadIdx.x, cuda.blockDim.x
     post_descriptors(areas, table, seqs, rank, nranks)

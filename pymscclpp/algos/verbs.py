@@ -21,7 +21,7 @@ from .. import config
 from ..runtime.backend import IS_SIM
 from ..runtime.buffers import BufferInfo, buffer_info, stream_handle
 from ..runtime.capture import capturing
-from ..runtime.fingerprint import DTYPES, zero_copy
+from ..runtime.fingerprint import DTYPES, zero_copy, zero_copy_pair
 from ..runtime.memory import alloc
 from .algorithm import Call, CallBuffer
 from .exchange import Exchange, descriptor, layout, rooted_descriptors
@@ -212,11 +212,35 @@ def issue(comm, ops: list[PeerOp]) -> None:
         recv = _pair(recv_ops[0].info)
     total = sum(o.info.nbytes for o in ops)
     dtype = ops[0].info.dtype
-    launch(comm, Call(collective="send_recv", sendbuf=None, recvbuf=None, send=send,
-                      recv=recv, peer_bytes=total, message_bytes=total, dtype=dtype, op="sum", root=0,
-                      stream=stream, in_place=False, layout=layout(comm.size, sends, recvs, descriptors)))
+    call = Call(collective="send_recv", sendbuf=None, recvbuf=None, send=send, recv=recv, peer_bytes=total,
+                message_bytes=total, dtype=dtype, op="sum", root=0, stream=stream, in_place=False,
+                layout=layout(comm.size, sends, recvs, descriptors))
+    mapped = None if staged_send else send_ops[0].info if send_ops else None if staged_recv else recv_ops[0].info
+    window = _pair_window(comm, mapped) if descriptors is not None else None
+    if window is None:
+        launch(comm, call)
+    else:  # peers' rows: their bytes for us start their one send buffer, as ours start ours
+        marked = {p: (zero_copy_pair(a, window.serial), zero_copy_pair(b, window.serial))
+                  for p, (a, b) in descriptors.items()}
+        launch(comm, call, None, dataclasses.replace(call, layout=layout(comm.size, sends, recvs, marked),
+                                                     window=window))
     for o, at in unpacking:
         _copy(_pair(o.info), 0, recv, at, o.info.nbytes, stream)
+
+
+def _one_host(comm) -> bool:
+    """Whether every rank is on this host (only there are peers' buffers mapped)."""
+    return len(set(comm.host_ids)) == 1
+
+
+def _pair_window(comm, mapped: BufferInfo | None) -> Window | None:
+    """The registered window a send/recv call's peers read through, when its buffer ``mapped`` (its one send
+    buffer, or receiving only its one receive buffer; None: staged) starts one and all ranks are on this host.
+    Its peers decide alike on their own buffers; the pair descriptors carry the registration, so two ranks that
+    decided otherwise fail the pair check instead of reading the wrong buffer."""
+    if mapped is None or not _one_host(comm):
+        return None
+    return comm.extension("windows", Windows).find(mapped.ptr, mapped.nbytes)
 
 
 def launch(comm, call: Call, algo: str | None = None, zero_copy_call: Call | None = None) -> None:
@@ -277,7 +301,7 @@ def _agreed_counts(comm, send_counts: list[int], recv_counts: list[int], dtype: 
 def _zero_copy_key(comm, send: BufferInfo, stream: int) -> tuple[int, int]:
     """(the serial of the registered window ``send`` starts at, or -1; 1 if ``stream`` is being captured and
     captured calls run zero-copy, else 0): what every rank trades to choose a zero-copy all-to-all together."""
-    if len(set(comm.host_ids)) != 1:
+    if not _one_host(comm):
         return -1, 0
     window = comm.extension("windows", Windows).find(send.ptr, send.nbytes)
     captured = config.get("PYMSCCLPP_GRAPH_ZERO_COPY") and capturing(stream)

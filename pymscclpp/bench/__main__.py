@@ -63,7 +63,7 @@ def main(argv=None) -> int:
     ap.add_argument("--algo", help="force one pymscclpp algorithm")
     ap.add_argument("--register", action="store_true",
                     help="register the collective's buffers with the communicator first (zero-copy all-reduce, "
-                         "reduce-scatter)")
+                         "reduce-scatter, ...; send_recv and all_to_allv: the send buffer)")
     ap.add_argument("--json", help="write the results here (rank 0)")
     ap.add_argument("--plot", help="write a PNG of latency and busbw against size here (rank 0)")
     ap.add_argument("--profile", action="store_true", help="print where the host time of eager calls goes (rank 0)")

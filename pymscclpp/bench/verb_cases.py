@@ -103,7 +103,8 @@ def make_verb_case(op: str, comm, dist, torch, dtype, nbytes: int, redop: str, a
                                    torch.cat).to(dtype)
     nccl = None if dist is None else _nccl_call(op, dist, torch, x, ref, part, redop)
     bus = {"send_recv": 1.0, "reduce": 1.0}.get(op, (n - 1) / n)
-    return Case(size, ours, nccl, (out, ref), bus, floor, expected)
+    mapped = (x,) if op in ("send_recv", "all_to_allv") else ()  # what their zero-copy reads need registered
+    return Case(size, ours, nccl, (out, ref), bus, floor, expected, mapped)
 
 
 def _nccl_call(op: str, dist, torch, x, ref, part: int, redop: str):

@@ -6,7 +6,9 @@ index in ``DTYPES``; 0 an unlisted dtype, whose count is then in bytes), 59-62 t
 in ``COLLECTIVES``; ``send_recv`` and ``all_to_allv`` describe what one rank sends one peer, ``algos.exchange``).
 Never 0, which kernels read as "check off". A call that runs zero-copy (``zero_copy``) says so: collectives
 without a root in their root field (``REGISTERED``), broadcast, which reduces nothing, in its op field, so ranks
-that disagree on it (one registered the buffers it calls with, another did not) fail the check.
+that disagree on it (one registered the buffers it calls with, another did not) fail the check. A zero-copy
+send/recv pair descriptor (``zero_copy_pair``) is marked in its op field, its registration mixed into its root
+field.
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ _DTYPE_NAMES = tuple(DTYPES)
 REGISTERED = 1 << _ROOT_AT  # OR-ed into a zero-copy call's fingerprint (not a rooted one's)
 _ZERO_COPY_OP = (1 << OP_BITS) - 1  # the op field of a zero-copy broadcast's fingerprint (no op has this code)
 _OP_MASK = _ZERO_COPY_OP << _OP_AT
+_ROOT_MASK = ((1 << ROOT_BITS) - 1) << _ROOT_AT
 
 
 class Fingerprint(NamedTuple):
@@ -67,10 +70,19 @@ def zero_copy(fp: int) -> int:
     return fp | REGISTERED
 
 
+def zero_copy_pair(fp: int, serial: int) -> int:
+    """Send/recv pair descriptor ``fp`` (its root field the op sizes' digest) marked as read zero-copy from buffers
+    of registration ``serial``, so two ranks on different registrations (or one staging) disagree; 0 stays 0."""
+    if not fp:
+        return 0
+    mixed = (((fp & _ROOT_MASK) >> _ROOT_AT) + serial + 1) % ((1 << ROOT_BITS) - 1) + 1
+    return fp & ~(_OP_MASK | _ROOT_MASK) | _ZERO_COPY_OP << _OP_AT | mixed << _ROOT_AT
+
+
 def is_zero_copy(fp: int) -> bool:
-    """Whether ``fp`` is marked by ``zero_copy``."""
-    rooted = unpack(fp).collective in ROOTED
-    return (fp & _OP_MASK) == _ZERO_COPY_OP << _OP_AT if rooted else bool(fp & REGISTERED)
+    """Whether ``fp`` is marked by ``zero_copy`` or ``zero_copy_pair``."""
+    in_op = unpack(fp).collective in ROOTED or unpack(fp).collective == "send_recv"
+    return (fp & _OP_MASK) == _ZERO_COPY_OP << _OP_AT if in_op else bool(fp & REGISTERED)
 
 
 def unpack(fp: int) -> Fingerprint:
@@ -120,7 +132,7 @@ def _moved(fp: int) -> str:
     what = "nothing" if f.count == 0 else f"{f.count} {f.dtype}" if f.dtype else f"{f.count} bytes (mixed dtypes)"
     verb = f"{f.collective} with root {f.root}" if f.collective in ROOTED else \
         f"send/recv, op sizes {f.root:#05x}" if f.collective == "send_recv" else f.collective
-    return f"{what} ({verb})"
+    return f"{what} ({verb}{', zero-copy' if is_zero_copy(fp) else ''})"
 
 
 def pair_mismatch_text(rank: int, peer: int, ours: int, theirs: int, sending: bool) -> str:
@@ -131,8 +143,11 @@ def pair_mismatch_text(rank: int, peer: int, ours: int, theirs: int, sending: bo
     else:
         sides = f"rank {rank} receives {_moved(ours)} from rank {peer}, rank {peer} sends it {_moved(theirs)}"
     hint = ""
-    if unpack(ours).collective == unpack(theirs).collective == "send_recv" and 0 in (unpack(ours).count,
-                                                                                    unpack(theirs).count):
+    if is_zero_copy(ours) or is_zero_copy(theirs):
+        hint = ("; to read zero-copy, both ranks call with buffers of the same registration (register_buffer: the "
+                "send buffer, or receiving only the receive buffer), else with unregistered ones")
+    elif unpack(ours).collective == unpack(theirs).collective == "send_recv" and 0 in (unpack(ours).count,
+                                                                                      unpack(theirs).count):
         hint = ("; a send meets the peer's recv at the same place in the two ranks' calls with each other, so post "
                 "a pair's sends and receives in one comm.group()")
     return (f"{sides}: the two ranks' calls do not match (count, dtype or verb; found on the device before any "

@@ -214,6 +214,10 @@ def test_a_grouped_ring_on_registered_send_buffers_is_read_zero_copy(size, dtype
     pool(size).run(vc.registered_ring, count=301, dtype=dtype)
 
 
+def test_registered_send_buffers_stage_unless_send_recv_zero_copy_is_on():
+    pool(2).run(vc.registered_sends_stage_by_default, count=129)
+
+
 @pytest.mark.parametrize("size,receivers,dtype", [(3, 1, "float32"), (4, 3, "uint8")])
 def test_sends_to_receivers_of_the_same_registration_are_read_zero_copy(size, receivers, dtype):
     pool(size).run(vc.registered_send_to_receivers, count=257, dtype=dtype, receivers=receivers)

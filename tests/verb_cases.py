@@ -3,6 +3,9 @@ the rank pools' ``fn(comm, state, **params)`` form, each checking its results ag
 
 from __future__ import annotations
 
+import contextlib
+import os
+
 import numpy as np
 from numba import cuda
 
@@ -314,6 +317,16 @@ def _mapped(count: int, dtype: str):
     return view_as(alloc(count * np_dtype(dtype).itemsize), np_dtype(dtype))
 
 
+@contextlib.contextmanager
+def _zero_copy_sends():
+    """PYMSCCLPP_SEND_RECV_ZERO_COPY=1 in this rank while the block runs (read at use)."""
+    os.environ["PYMSCCLPP_SEND_RECV_ZERO_COPY"] = "1"
+    try:
+        yield
+    finally:
+        del os.environ["PYMSCCLPP_SEND_RECV_ZERO_COPY"]
+
+
 def _read_zero_copy(comm) -> bool:
     """Whether this rank's last send/recv call ran the zero-copy read kernel."""
     launches = comm.last_algorithm("send_recv").kernel_launches()
@@ -323,9 +336,17 @@ def _read_zero_copy(comm) -> bool:
 def registered_ring(comm, state, count: int, dtype: str, repeat: int = 2) -> None:
     """Every rank registers its send buffer and sends it to the next rank, grouped with its recv from the
     previous: each receiver reads it zero-copy, exact, call after call, the send buffer untouched."""
-    n, me = comm.size, comm.rank
     send, recv = _mapped(count, dtype), _mapped(count, dtype)
     comm.register_buffer(send)
+    with _zero_copy_sends():
+        _ring(comm, send, recv, count, dtype, repeat)
+    assert _read_zero_copy(comm)
+    comm.deregister_buffer(send)
+
+
+def _ring(comm, send, recv, count: int, dtype: str, repeat: int) -> None:
+    """``repeat`` grouped ring send/recvs from ``send`` into ``recv``, exact, the send buffer untouched."""
+    n, me = comm.size, comm.rank
     for it in range(repeat):
         x = data(me, count, dtype, it)
         send.copy_to_device(x)
@@ -336,7 +357,15 @@ def registered_ring(comm, state, count: int, dtype: str, repeat: int = 2) -> Non
         _sync(comm)
         np.testing.assert_array_equal(recv.copy_to_host(), data((me - 1) % n, count, dtype, it))
         np.testing.assert_array_equal(send.copy_to_host(), x)
-    assert _read_zero_copy(comm)
+
+
+def registered_sends_stage_by_default(comm, state, count: int) -> None:
+    """PYMSCCLPP_SEND_RECV_ZERO_COPY unset: a ring whose send buffers are registered (rank 0's receive buffer
+    too, rank 1's not) stages, exact."""
+    send, recv = _mapped(count, "float32"), _mapped(count, "float32")
+    comm.register_buffer(send)
+    _ring(comm, send, recv, count, "float32", 2)
+    assert not _read_zero_copy(comm)
     comm.deregister_buffer(send)
 
 
@@ -346,14 +375,15 @@ def registered_send_to_receivers(comm, state, count: int, dtype: str, receivers:
     buf = _mapped(count, dtype)
     comm.register_buffer(buf)
     x = data(0, count, dtype)
-    if comm.rank == 0:
-        buf.copy_to_device(x)
-        with comm.group():
-            for peer in range(1, receivers + 1):
-                comm.send(buf, peer)
-    elif comm.rank <= receivers:
-        comm.recv(buf, 0)
-    _sync(comm)
+    with _zero_copy_sends():
+        if comm.rank == 0:
+            buf.copy_to_device(x)
+            with comm.group():
+                for peer in range(1, receivers + 1):
+                    comm.send(buf, peer)
+        elif comm.rank <= receivers:
+            comm.recv(buf, 0)
+        _sync(comm)
     if comm.rank <= receivers:
         np.testing.assert_array_equal(buf.copy_to_host(), x)
         assert _read_zero_copy(comm)
@@ -371,8 +401,9 @@ def registered_on_one_side(comm, state, both: bool) -> str:
     registered.copy_to_device(data(comm.rank, 64))
     other.copy_to_device(np.full(64, 7, np.float32))
     try:
-        (comm.send(registered, 1) if comm.rank == 0 else comm.recv(other, 0))
-        _sync(comm)
+        with _zero_copy_sends():
+            (comm.send(registered, 1) if comm.rank == 0 else comm.recv(other, 0))
+            _sync(comm)
     except CallMismatchError as exc:
         assert comm.rank == 0 or (other.copy_to_host() == 7).all()
         return str(exc)

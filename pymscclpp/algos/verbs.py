@@ -234,11 +234,12 @@ def _one_host(comm) -> bool:
 
 
 def _pair_window(comm, mapped: BufferInfo | None) -> Window | None:
-    """The registered window a send/recv call's peers read through, when its buffer ``mapped`` (its one send
-    buffer, or receiving only its one receive buffer; None: staged) starts one and all ranks are on this host.
+    """The registered window a send/recv call's peers read through, when PYMSCCLPP_SEND_RECV_ZERO_COPY is on, its
+    buffer ``mapped`` (its one send buffer, or receiving only its one receive buffer; None: staged) starts one and
+    all ranks are on this host (opt-in: a peer calling with an unregistered buffer would fail the pair check).
     Its peers decide alike on their own buffers; the pair descriptors carry the registration, so two ranks that
     decided otherwise fail the pair check instead of reading the wrong buffer."""
-    if mapped is None or not _one_host(comm):
+    if mapped is None or not config.get("PYMSCCLPP_SEND_RECV_ZERO_COPY") or not _one_host(comm):
         return None
     return comm.extension("windows", Windows).find(mapped.ptr, mapped.nbytes)
 

@@ -61,7 +61,7 @@ def test_the_zero_copy_mark_differs_from_every_unmarked_call_and_keeps_the_field
 def test_a_zero_copy_send_recv_descriptor_differs_from_staged_ones_and_by_registration():
     plain = {fpr.pack("send_recv", 4096, "float32", "sum", digest) for digest in range(2048)}
     marks = {}
-    for serial in (-1, 0, 1, 2045):
+    for serial in (0, 1, fpr.MAX_SERIAL):
         fp = fpr.pack("send_recv", 4096, "float32", "sum", 77)
         marked = fpr.zero_copy_pair(fp, serial)
         assert marked not in plain and fpr.is_zero_copy(marked) and not fpr.is_zero_copy(fp)
@@ -72,6 +72,10 @@ def test_a_zero_copy_send_recv_descriptor_differs_from_staged_ones_and_by_regist
     assert "same registration" in fpr.pair_mismatch_text(0, 1, marks[0], fpr.pack("send_recv", 4096, "float32",
                                                                                    "sum", 77), True)
     assert fpr.zero_copy_pair(0, 3) == 0
+    empty = fpr.pack("send_recv", 0, "none", "sum", 0)  # a direction with no op: nothing is read, no mark
+    assert fpr.zero_copy_pair(empty, 5) == empty
+    with pytest.raises(ValueError, match="outside 0 to 2046"):
+        fpr.zero_copy_pair(fp, fpr.MAX_SERIAL + 1)
 
 
 def test_rooted_calls_that_reduce_have_no_zero_copy_mark():

@@ -215,7 +215,9 @@ def issue(comm, ops: list[PeerOp]) -> None:
     call = Call(collective="send_recv", sendbuf=None, recvbuf=None, send=send, recv=recv, peer_bytes=total,
                 message_bytes=total, dtype=dtype, op="sum", root=0, stream=stream, in_place=False,
                 layout=layout(comm.size, sends, recvs, descriptors))
-    mapped = None if staged_send else send_ops[0].info if send_ops else None if staged_recv else recv_ops[0].info
+    one_op = all(len(s) <= 1 and len(r) <= 1 for s, r in by_peer.values())  # a pair descriptor names its registration
+    mapped = None if staged_send or not one_op else send_ops[0].info if send_ops else \
+        None if staged_recv else recv_ops[0].info
     window = _pair_window(comm, mapped) if descriptors is not None else None
     if window is None:
         launch(comm, call)
@@ -235,7 +237,8 @@ def _one_host(comm) -> bool:
 
 def _pair_window(comm, mapped: BufferInfo | None) -> Window | None:
     """The registered window a send/recv call's peers read through, when PYMSCCLPP_SEND_RECV_ZERO_COPY is on, its
-    buffer ``mapped`` (its one send buffer, or receiving only its one receive buffer; None: staged) starts one and
+    buffer ``mapped`` (its one send buffer, or receiving only its one receive buffer; None: staged, or some peer
+    has more than one op in a direction) starts one and
     all ranks are on this host (opt-in: a peer calling with an unregistered buffer would fail the pair check).
     Its peers decide alike on their own buffers; the pair descriptors carry the registration, so two ranks that
     decided otherwise fail the pair check instead of reading the wrong buffer."""

@@ -12,6 +12,7 @@ from ..errors import InvalidUsageError, RegistrationError
 from ..runtime.backend import IS_SIM
 from ..runtime.buffers import buffer_info
 from ..runtime.capture import relaxed
+from ..runtime.fingerprint import MAX_SERIAL
 from ..runtime.launch import Launch
 from ..runtime.memory import PeerMemory, RemoteMemory
 from .algorithm import CallBuffer
@@ -23,7 +24,8 @@ if not IS_SIM:
 class Window:
     """One registration: this rank's buffer (start address and bytes, ``local`` as kernels take it) and every
     peer's buffer of the same registration (``handles``, in rank order without ours). ``serial``: the
-    registration's number, the same on every rank (registrations are collective); -1 for a captured call's."""
+    registration's number among the live ones (the smallest free, the same on every rank: registrations and
+    deregistrations are collective); -1 for a captured call's."""
 
     def __init__(self, comm, buf, what: str = "register_buffer", serial: int = -1):
         self.serial = serial
@@ -56,7 +58,6 @@ class Windows:
         self._by_address: dict[int, Window] = {}
         self._captured: list[Window] = []
         self.generation = 0  # bumped by every deregistration: launches prepared for a window are stale
-        self._registered = 0  # registrations so far: the next one's serial
 
     def register(self, buf) -> None:
         """Register ``buf`` (collective: every rank registers its own, in the same order)."""
@@ -64,9 +65,13 @@ class Windows:
         if info.ptr in self._by_address:
             raise InvalidUsageError(f"rank {self.comm.rank}: register_buffer: a buffer at {info.ptr:#x} is "
                                     "registered already")
+        used = {w.serial for w in self._by_address.values()}
+        serial = next((k for k in range(MAX_SERIAL + 1) if k not in used), None)
+        if serial is None:
+            raise InvalidUsageError(f"rank {self.comm.rank}: register_buffer: {MAX_SERIAL + 1} buffers are "
+                                    "registered already; deregister one first")
         with self.comm.setup("register_buffer"):
-            self._by_address[info.ptr] = Window(self.comm, buf, serial=self._registered)
-        self._registered += 1
+            self._by_address[info.ptr] = Window(self.comm, buf, serial=serial)
 
     def deregister(self, buf) -> None:
         """Forget the registration of ``buf`` (every rank alike); calls on it run with scratch copies again."""

@@ -7,8 +7,7 @@ in ``COLLECTIVES``; ``send_recv`` and ``all_to_allv`` describe what one rank sen
 Never 0, which kernels read as "check off". A call that runs zero-copy (``zero_copy``) says so: collectives
 without a root in their root field (``REGISTERED``), broadcast, which reduces nothing, in its op field, so ranks
 that disagree on it (one registered the buffers it calls with, another did not) fail the check. A zero-copy
-send/recv pair descriptor (``zero_copy_pair``) is marked in its op field, its registration mixed into its root
-field.
+send/recv pair descriptor (``zero_copy_pair``) is marked in its op field, its registration in its root field.
 """
 
 from __future__ import annotations
@@ -32,6 +31,7 @@ REGISTERED = 1 << _ROOT_AT  # OR-ed into a zero-copy call's fingerprint (not a r
 _ZERO_COPY_OP = (1 << OP_BITS) - 1  # the op field of a zero-copy broadcast's fingerprint (no op has this code)
 _OP_MASK = _ZERO_COPY_OP << _OP_AT
 _ROOT_MASK = ((1 << ROOT_BITS) - 1) << _ROOT_AT
+MAX_SERIAL = (1 << ROOT_BITS) - 2  # the largest registration a zero-copy pair descriptor names
 
 
 class Fingerprint(NamedTuple):
@@ -71,12 +71,15 @@ def zero_copy(fp: int) -> int:
 
 
 def zero_copy_pair(fp: int, serial: int) -> int:
-    """Send/recv pair descriptor ``fp`` (its root field the op sizes' digest) marked as read zero-copy from buffers
-    of registration ``serial``, so two ranks on different registrations (or one staging) disagree; 0 stays 0."""
-    if not fp:
-        return 0
-    mixed = (((fp & _ROOT_MASK) >> _ROOT_AT) + serial + 1) % ((1 << ROOT_BITS) - 1) + 1
-    return fp & ~(_OP_MASK | _ROOT_MASK) | _ZERO_COPY_OP << _OP_AT | mixed << _ROOT_AT
+    """Send/recv pair descriptor ``fp`` of one op (its root field that op's size digest, redundant beside its count)
+    marked as read zero-copy from buffers of registration ``serial`` (0 to ``MAX_SERIAL``): the op field says
+    zero-copy, the root field holds ``serial + 1``, so two ranks on different registrations (or one staging)
+    disagree. A direction with no op (root field 0) and 0, the check off, stay as they are."""
+    if not 0 <= serial <= MAX_SERIAL:
+        raise ValueError(f"registration serial {serial} is outside 0 to {MAX_SERIAL}")
+    if not fp & _ROOT_MASK:
+        return fp
+    return fp & ~(_OP_MASK | _ROOT_MASK) | _ZERO_COPY_OP << _OP_AT | (serial + 1) << _ROOT_AT
 
 
 def is_zero_copy(fp: int) -> bool:

@@ -15,7 +15,7 @@ from typing import Any, Callable, Sequence
 
 from ._log import get_logger
 from .algos.algorithm import REDUCING, Algorithm, Call, CallBuffer
-from .algos.collection import AlgorithmCollection
+from .algos.collection import AlgorithmCollection, pick
 from .algos.repeats import RepeatCache, state_of, torch_state
 from .algos import verbs
 from .algos.exchange import EXCHANGED
@@ -65,8 +65,8 @@ class Communicator(_RuntimeCommunicator):
         if handle != call.stream:
             call = hit.call = dataclasses.replace(call, stream=handle)
         self.raise_if_failed()
-        self._served[call.collective] = hit.algorithm
-        hit.algorithm.launch(call)
+        algorithm = self._served[call.collective] = pick(hit.choice, call)
+        algorithm.launch(call)
         if IS_SIM:
             self.check_device_errors()
         return True
@@ -280,9 +280,10 @@ class Communicator(_RuntimeCommunicator):
                     send=CallBuffer(send.ptr, send.array), recv=CallBuffer(recv.ptr, recv.array), peer_bytes=peer_bytes,
                     message_bytes=message_bytes, dtype=send.dtype, op=op if collective in REDUCING else "sum",
                     root=root, stream=stream_handle(stream, sendbuf, self.device), in_place=in_place)
-        algorithm = self._served[collective] = self.algorithms.select(call, algo)
+        choice = self.algorithms.choice(call, algo)
+        algorithm = self._served[collective] = pick(choice, call)
         _log.debug("%s of %d bytes (%s, %s) served by %r", collective, message_bytes, call.dtype, call.op, algorithm)
         algorithm.launch(call)
         if IS_SIM:  # a simulated kernel has finished by now: its failure is this call's
             self.check_device_errors()
-        self._repeats.remember(key, sendbuf, recvbuf, algorithm, call, _current_stream_of(sendbuf))
+        self._repeats.remember(key, sendbuf, recvbuf, choice, call, _current_stream_of(sendbuf))

@@ -386,3 +386,61 @@ def broadcast_registered_on_the_root_only(comm, state, count: int) -> str:
     except CallMismatchError as exc:
         return str(exc)
     raise AssertionError("a zero-copy broadcast met staged ones and nothing failed")
+
+
+def selection_follows_the_zero_copy_rows(comm, state, count: int) -> None:
+    """A call that runs zero-copy (registered buffers) is served by what the table's zero-copy rows name (here
+    all_reduce: ``rsag``, reduce_scatter: ``read`` at every size), exactly; the same shape on buffers that are not
+    registered keeps the staged choice (the table's packet kernels at this size)."""
+    from pymscclpp.algos.collection import ZERO_COPY
+    from pymscclpp.runtime.memory import alloc, view_as
+    n, r, part = comm.size, comm.rank, count // comm.size
+    comm.algorithms.table["all_reduce" + ZERO_COPY] = [(float("inf"), "rsag")]
+    comm.algorithms.table["reduce_scatter" + ZERO_COPY] = [(float("inf"), "read")]
+    send, recv = view_as(alloc(4 * count), np.float32), view_as(alloc(4 * count), np.float32)
+    shard = recv[r * part:(r + 1) * part]
+    for it, registered in enumerate((True, False, True)):
+        if registered:
+            comm.register_buffer(send)
+            comm.register_buffer(recv)
+        send.copy_to_device(rank_data(r, count, "float32", it))
+        comm.all_reduce(send, recv)
+        comm.reduce_scatter(send, shard)
+        cuda.synchronize()
+        comm.check_device_errors()
+        np.testing.assert_array_equal(recv.copy_to_host(), expected_allreduce(n, count, "float32", it, "sum"))
+        served = {c: comm.last_algorithm(c) for c in ("all_reduce", "reduce_scatter")}
+        names = {c: (a.name, a.last_kernel) for c, a in served.items()}
+        if registered:
+            assert names == {"all_reduce": ("rsag", "all_reduce_zero_copy_simple"),
+                             "reduce_scatter": ("read", "reduce_scatter_zero_copy_simple")}, names
+            comm.deregister_buffer(send)
+            comm.deregister_buffer(recv)
+        else:
+            assert {c: name for c, (name, _) in names.items()} == {"all_reduce": "packet",
+                                                                    "reduce_scatter": "packet"}, names
+
+
+def kept_calls_switch_to_zero_copy_when_captured(comm, state, count: int) -> None:
+    """A call repeated eagerly (kept, ``algos.repeats``) on buffers that are not registered stays with the staged
+    choice; the same call made while its stream is captured (the capture check forced true) runs what the
+    zero-copy rows name, and eager again the staged one; every result exact."""
+    from pymscclpp.algos import zero_copy
+    from pymscclpp.algos.collection import ZERO_COPY
+    from pymscclpp.runtime.memory import alloc, view_as
+    comm.algorithms.table["all_reduce" + ZERO_COPY] = [(float("inf"), "rsag")]
+    send, recv = view_as(alloc(4 * count), np.float32), view_as(alloc(4 * count), np.float32)
+    real = zero_copy.capturing
+    for it, captured in enumerate((False, False, False, True, True, False)):
+        send.copy_to_device(rank_data(comm.rank, count, "float32", it))
+        zero_copy.capturing = (lambda stream: True) if captured else real
+        try:
+            comm.all_reduce(send, recv)
+            cuda.synchronize()
+            comm.check_device_errors()
+        finally:
+            zero_copy.capturing = real
+        np.testing.assert_array_equal(recv.copy_to_host(), expected_allreduce(comm.size, count, "float32", it, "sum"))
+        served = comm.last_algorithm("all_reduce")
+        want = ("rsag", "all_reduce_zero_copy_simple") if captured else ("packet", "reduce_ll")
+        assert (served.name, served.last_kernel) == want, (it, served.name, served.last_kernel)

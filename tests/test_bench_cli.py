@@ -121,3 +121,25 @@ def test_the_default_selection_depends_on_the_rank_count(nranks, size, collectiv
     from pymscclpp.algos import collection
     rows = collection.default_table(nranks)[collective]
     assert next(n for limit, n in rows if size <= limit) == name
+
+
+@pytest.mark.parametrize("collective,size,name", [("all_reduce", 64 << 10, "packet_wide"),
+                                                  ("all_reduce", 1 << 20, "rsag"),
+                                                  ("reduce_scatter", 1 << 20, "simple"),
+                                                  ("reduce_scatter", 64 << 20, "read")])
+def test_two_rank_zero_copy_rows_name_the_two_step_kernels_above_the_packets(collective, size, name):
+    from pymscclpp.algos import collection
+    rows = collection.default_table(2)[collective + collection.ZERO_COPY]
+    assert next(n for limit, n in rows if size <= limit) == name
+    assert collective + collection.ZERO_COPY not in collection.default_table(8)
+
+
+def test_a_tuned_collective_drops_the_default_zero_copy_rows(tmp_path, monkeypatch):
+    from pymscclpp.algos import collection
+    path = tmp_path / "t.json"
+    path.write_text(json.dumps({"2": {"all_reduce": [[float("inf"), "simple"]]}}))
+    monkeypatch.setenv("PYMSCCLPP_TUNING_FILE", str(path))
+    table = collection.load_table(2)
+    assert "all_reduce" + collection.ZERO_COPY not in table
+    assert table["reduce_scatter" + collection.ZERO_COPY] == collection.default_table(2)["reduce_scatter"
+                                                                                        + collection.ZERO_COPY]

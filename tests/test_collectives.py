@@ -164,6 +164,15 @@ def test_calls_captured_into_a_graph_map_their_buffers_and_run_zero_copy_exactly
     pool(size).run(cases.captured_calls_zero_copy, count=count, dtype=dtype, inplace=inplace)
 
 
+@pytest.mark.parametrize("size", [2, 3])
+def test_selection_runs_the_zero_copy_rows_for_registered_buffers_only(size):
+    pool(size).run(cases.selection_follows_the_zero_copy_rows, count=size * 250)
+
+
+def test_a_kept_call_runs_the_zero_copy_rows_only_while_captured():
+    pool(2).run(cases.kept_calls_switch_to_zero_copy_when_captured, count=301)
+
+
 def _failing_run(case, **params) -> list:
     """What ``case`` returns on two ranks of a pool of its own (its communicators fail for good)."""
     from rankpool import RankPool
@@ -193,6 +202,7 @@ _ZERO_COPY_EXCHANGES = [("all_gather", 2, 301, "float32", False, "simple", False
                         ("all_to_all", 2, 213, "float32", False, "simple", False),
                         ("all_to_all", 4, 41, "float16", False, "simple", True),
                         ("broadcast", 2, 517, "int32", False, "simple", False),
+                        ("broadcast", 2, 1001, "float16", True, "simple", True),
                         ("broadcast", 3, 1003, "float32", True, "scatter_gather", False),
                         ("broadcast", 4, 333, "float16", True, "scatter_gather", True),
                         ("broadcast", 3, 250, "int16", False, "simple", True)]

@@ -38,7 +38,7 @@ def call_on(send, recv) -> Call:
 
 def test_a_call_is_found_for_the_same_buffer_objects_only():
     cache, x = RepeatCache(Collection()), view()
-    cache.remember(("k",), x, None, ByAddress(), call_on(x, x), "stream of x")
+    cache.remember(("k",), x, None, (ByAddress(), None), call_on(x, x), "stream of x")
     hit = cache.find(("k",), x, None)
     assert hit is not None and hit.current_stream == "stream of x"
     assert cache.find(("k",), view(), None) is None  # an equal view, another object
@@ -47,7 +47,7 @@ def test_a_call_is_found_for_the_same_buffer_objects_only():
 
 def test_a_remembered_call_keeps_no_buffer_alive_when_its_launch_reads_addresses_only():
     cache, x = RepeatCache(Collection()), view()
-    cache.remember(("k",), x, None, ByAddress(), call_on(x, x))
+    cache.remember(("k",), x, None, (ByAddress(), None), call_on(x, x))
     assert cache.find(("k",), x, None).call.sendbuf is None
     gone = weakref.ref(x)
     del x
@@ -57,20 +57,20 @@ def test_a_remembered_call_keeps_no_buffer_alive_when_its_launch_reads_addresses
 
 def test_a_launch_that_reads_the_buffers_gets_them_and_keeps_them():
     cache, x = RepeatCache(Collection()), view()
-    cache.remember(("k",), x, None, ByObject(), call_on(x, x))
+    cache.remember(("k",), x, None, (ByObject(), None), call_on(x, x))
     assert cache.find(("k",), x, None).call.sendbuf is x
 
 
 def test_calls_on_buffers_without_a_cheap_state_are_not_remembered():
     cache = RepeatCache(Collection())
-    cache.remember(("k",), np.zeros(4), None, ByAddress(), call_on(None, None))
+    cache.remember(("k",), np.zeros(4), None, (ByAddress(), None), call_on(None, None))
     assert len(cache) == 0
 
 
 def test_the_oldest_call_is_forgotten_first():
     cache, bufs = RepeatCache(Collection()), [view(0x1000 + i) for i in range(MAX_CALLS + 1)]
     for i, b in enumerate(bufs):
-        cache.remember((i,), b, None, ByAddress(), call_on(b, b))
+        cache.remember((i,), b, None, (ByAddress(), None), call_on(b, b))
     assert len(cache) == MAX_CALLS
     assert cache.find((0,), bufs[0], None) is None and cache.find((MAX_CALLS,), bufs[-1], None) is not None
 
@@ -82,7 +82,7 @@ def test_a_torch_tensor_changed_in_place_is_not_found_and_a_freed_one_is_not_kep
     torch = pytest.importorskip("torch")
     cache, x = RepeatCache(Collection()), torch.ones(4, 6)
     assert repeats.state_of(x) is repeats.torch_state
-    cache.remember(KEY, x, None, ByAddress(), call_on(x, x))
+    cache.remember(KEY, x, None, (ByAddress(), None), call_on(x, x))
     assert cache.find(KEY, x, None) is not None
     x.t_()
     assert cache.find(KEY, x, None) is None
@@ -101,7 +101,7 @@ def test_a_new_tensor_at_the_same_address_finds_an_address_only_call_but_not_a_b
     x = torch.ones(4, 6)
     for algorithm, found in ((ByAddress(), True), (ByObject(), False)):
         cache = RepeatCache(Collection())
-        cache.remember(KEY, x, None, algorithm, call_on(x, x))
+        cache.remember(KEY, x, None, (algorithm, None), call_on(x, x))
         view = x.view(-1)  # another object, the same memory
         other_key = ("all_reduce", id(view), id(None), "sum", None, 0)
         assert (cache.find(other_key, view, None) is not None) is found
@@ -113,7 +113,7 @@ def test_a_new_tensor_at_the_same_address_finds_an_address_only_call_but_not_a_b
 def test_a_registration_since_the_call_makes_it_a_new_call():
     collection = Collection()
     cache, x = RepeatCache(collection), view()
-    cache.remember(("k",), x, None, ByAddress(), call_on(x, x))
+    cache.remember(("k",), x, None, (ByAddress(), None), call_on(x, x))
     collection.generation += 1
     assert cache.find(("k",), x, None) is None
 

@@ -210,8 +210,8 @@ def _repeats_after_in_place_changes(dist, store, rank: int, size: int) -> None:
     comm.all_reduce(x)
     assert torch.equal(x, torch.full((5,), 3.0))
     selections = []
-    select = comm.algorithms.select
-    comm.algorithms.select = lambda *args, **kwargs: selections.append(args) or select(*args, **kwargs)
+    choice = comm.algorithms.choice
+    comm.algorithms.choice = lambda *args, **kwargs: selections.append(args) or choice(*args, **kwargs)
     y = torch.zeros(8)
     for i in range(3):  # a new tensor object each time, at the same address: repeated without a new selection
         v = y.view(2, 4)
@@ -219,7 +219,7 @@ def _repeats_after_in_place_changes(dist, store, rank: int, size: int) -> None:
         comm.all_reduce(v)
         assert torch.equal(v, torch.full((2, 4), float(sum(r + i for r in range(size)))))
     assert len(selections) == 1
-    comm.algorithms.select = select
+    comm.algorithms.choice = choice
     from pymscclpp.algos import KernelAlgorithm
     z = torch.ones(3)
     comm.all_reduce(z)

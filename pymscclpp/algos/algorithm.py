@@ -82,6 +82,7 @@ class Algorithm:
     dtypes: frozenset = frozenset(red.DTYPE_KINDS)  # what its reductions combine (reducing collectives)
     ops: frozenset = red.PAIRWISE_OPS  # avg only where a kernel divides the whole sum (``reduce.finish_word``)
     launch_reads_buffers: bool = True  # launch reads call.sendbuf/recvbuf, not only call.send/recv's addresses
+    last_kernel: str = ""  # the kernel this rank's latest launch ran ("": not told), what a benchmark reports
 
     def why_not(self, comm, call: Call) -> str | None:
         """Why this algorithm cannot serve ``call`` on ``comm``, or None when it can."""

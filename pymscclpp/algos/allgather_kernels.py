@@ -68,7 +68,7 @@ def exchange_zero_copy(chans, call_check, fingerprint, ins, inp, out, nbytes, ra
     tid, nt = cuda.threadIdx.x, cuda.blockDim.x
     if not agree_and_meet(chans, call_check, fingerprint, rank, nranks):
         return
-    at, _, n = shard_slice(nbytes, 1, 0)
+    at, _, n, _ = shard_slice(nbytes, nbytes, 1, 0)
     if n > 0:
         copy_unless_same(out, rank * nbytes + at, inp, rank * send_stride + at, n, tid, nt)
         for j in range(nranks - 1):

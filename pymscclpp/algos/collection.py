@@ -3,8 +3,10 @@ own, picked per call by a selection table (defaults, or the tuner's ``PYMSCCLPP_
 
 The table maps a collective to ``[(max_bytes, algorithm name), ...]`` in ascending size; sizes follow
 nccl-tests (all_gather counts the gathered output, reduce_scatter and all_to_all the send buffer). The table's
-choice is used when it can serve the call; otherwise the first registered algorithm that can. An algorithm is
-set up (collectively) on first use; the choice per call shape is remembered, so a repeated call costs one lookup.
+choice is used when it can serve the call; otherwise the first registered algorithm that can. Rows under
+``collective + ZERO_COPY`` name what serves a call that runs zero-copy (its buffers registered, or captured into a
+graph) where that beats the staged choice. An algorithm is set up (collectively) on first use; the choice per
+call shape is remembered, so a repeated call costs one lookup.
 """
 
 from __future__ import annotations
@@ -25,23 +27,28 @@ from .exchange_reduce import ShardedReduce
 from .oneshot import BY_COLLECTIVE, PACKET_MAX, AllReduce
 from .twoshot import TWO_STEP
 from .twoshot_packet import AllReduceTwoShotPacket
+from .zero_copy import ZeroCopy
 
 _INF = float("inf")
 TWO_STEP_NAMES = {"all_reduce": "rsag", "all_gather": "read", "broadcast": "scatter_gather", "reduce_scatter": "read"}
 _CHOICES = 256  # remembered call shapes
+ZERO_COPY = "@zero_copy"  # a table key's suffix: the rows of a collective's calls that run zero-copy
 
 
 def default_table(nranks: int) -> dict:
     """The built-in selection table for ``nranks`` ranks, from one H200 shared by the ranks (docs/performance.md):
     packets for small messages; above, the two-step kernels from 3 ranks up (from 64 KB at 8 ranks, where the
     one-shot packets move 7x the bytes), and at 2 ranks the one-shot simple kernels, except a two-shot all-reduce
-    from 16 MB."""
+    from 16 MB; for calls that run zero-copy, the two-step all-reduce from 256 KB and reduce-scatter from 16 MB."""
     packet_max = 64 << 10 if nranks >= 8 else 256 << 10
     if nranks <= 2:
         ar = [(16 << 10, "packet"), (256 << 10, "packet_wide"), (16 << 20, "simple"), (_INF, "rsag")]
     else:
         ar = [(16 << 10, "packet"), (packet_max, "packet_wide"), (_INF, "rsag")]
     table = {"all_reduce": ar, **{c: [(_INF, "exchange")] for c in EXCHANGED}}
+    if nranks <= 2:
+        table["all_reduce" + ZERO_COPY] = [(256 << 10, "packet_wide"), (_INF, "rsag")]
+        table["reduce_scatter" + ZERO_COPY] = [(256 << 10, "packet"), (16 << 20, "simple"), (_INF, "read")]
     for name in BY_COLLECTIVE:
         if name != "all_reduce":
             two_step = name in TWO_STEP and nranks > 2
@@ -77,7 +84,8 @@ def builtin_factories() -> dict[tuple[str, str], Callable[[], Algorithm]]:
 def load_table(nranks: int = 2) -> dict:
     """The selection table for ``nranks`` ranks: the defaults, overridden per collective by the tuner's file if
     PYMSCCLPP_TUNING_FILE names one. The file maps each collective to its rows, or each rank count ("8") to such a
-    table (the tuner writes one per rank count it ran at); a rank count it lacks keeps the defaults."""
+    table (the tuner writes one per rank count it ran at); a rank count it lacks keeps the defaults, and a
+    collective the file names loses the defaults' zero-copy rows unless the file gives its own."""
     defaults = default_table(nranks)
     path = config.get("PYMSCCLPP_TUNING_FILE")
     if not path:
@@ -90,7 +98,21 @@ def load_table(nranks: int = 2) -> dict:
         tuned = {op: [(float(limit), str(name)) for limit, name in rows] for op, rows in raw.items()}
     except (OSError, ValueError, TypeError, AttributeError) as exc:
         raise InvalidUsageError(f"PYMSCCLPP_TUNING_FILE={path!r}: cannot read a selection table ({exc})") from None
-    return {**defaults, **tuned}
+    merged = {**defaults, **tuned}
+    for op in tuned:  # the tuner measured these calls: the defaults' zero-copy rows no longer override it
+        if op + ZERO_COPY not in tuned:
+            merged.pop(op + ZERO_COPY, None)
+    return merged
+
+
+Choice = tuple[Algorithm, "ZeroCopy | None"]
+"""A call shape's algorithm and, where the zero-copy rows name another, that one for calls that run zero-copy."""
+
+
+def pick(choice: Choice, call: Call) -> Algorithm:
+    """The algorithm of ``choice`` that serves ``call``: the zero-copy one when the call runs zero-copy."""
+    algo, zero_copy = choice
+    return zero_copy if zero_copy is not None and zero_copy.runs_zero_copy(call) else algo
 
 
 class AlgorithmCollection:
@@ -167,23 +189,48 @@ class AlgorithmCollection:
     def select(self, call: Call, forced: str | None = None) -> Algorithm:
         """The algorithm serving ``call``: ``forced`` by name, else the table's choice if it can serve the call,
         else the first registered one that can. Raises InvalidUsageError naming why none can."""
+        algo = pick(self.choice(call, forced), call)
+        self.served[call.collective] = algo
+        return algo
+
+    def choice(self, call: Call, forced: str | None = None) -> Choice:
+        """What serves ``call``'s shape (``select`` without the pick; a kept call repeats it with ``pick``)."""
         shape = (call.collective, call.message_bytes, call.dtype, call.op, call.in_place, forced)
-        algo = self._choice.get(shape)
-        if algo is not None:
-            self.served[call.collective] = algo
-            return algo
+        choice = self._choice.get(shape)
+        if choice is None:
+            choice = self._choose(call, forced)
+            if len(self._choice) >= _CHOICES:
+                self._choice.clear()
+            self._choice[shape] = choice
+        return choice
+
+    def _choose(self, call: Call, forced: str | None) -> Choice:
+        """(the algorithm of ``call``'s shape, the one its zero-copy rows name when that differs: set up now, so
+        that a captured call of the shape sets up nothing)."""
         if forced is not None:
             algo = self.get(call.collective, forced)
             why = algo.why_not(self.comm, call)
             if why is not None:
                 raise InvalidUsageError(f"{call.collective} algorithm {forced!r} cannot serve this call: {why}")
-        else:
-            algo = self._first_able(call)
-        if len(self._choice) >= _CHOICES:
-            self._choice.clear()
-        self._choice[shape] = algo
-        self.served[call.collective] = algo
-        return algo
+            return algo, None
+        algo = self._first_able(call)
+        name = next((n for limit, n in self.table.get(call.collective + ZERO_COPY, ())
+                     if call.message_bytes <= limit), algo.name)
+        if name == algo.name or any(c == call.collective for c, _ in self._preferred):
+            return algo, None
+        candidate = self._candidate(call.collective, name)
+        if isinstance(candidate, ZeroCopy) and candidate.why_not(self.comm, call) is None:
+            return algo, self.get(call.collective, name)
+        return algo, None
+
+    def _candidate(self, collective: str, name: str) -> Algorithm:
+        """Algorithm ``name`` of ``collective``, built (not set up); a name not registered raises."""
+        if self._factory(collective, name) is None:
+            raise InvalidUsageError(f"the selection table names {collective} algorithm {name!r}, which "
+                                    f"is not registered: choose from {self.names(collective)}")
+        candidate = self._built.get((collective, name)) or self._factories[collective, name]()
+        self._built[collective, name] = candidate
+        return candidate
 
     def _first_able(self, call: Call) -> Algorithm:
         rows = self.table.get(call.collective, ())
@@ -191,11 +238,7 @@ class AlgorithmCollection:
         first += [n for limit, n in rows if call.message_bytes <= limit][:1]
         reasons = []
         for name in first + [n for n in self.names(call.collective) if n not in first]:
-            if self._factory(call.collective, name) is None:
-                raise InvalidUsageError(f"the selection table names {call.collective} algorithm {name!r}, which "
-                                        f"is not registered: choose from {self.names(call.collective)}")
-            candidate = self._built.get((call.collective, name)) or self._factories[call.collective, name]()
-            self._built[call.collective, name] = candidate
+            candidate = self._candidate(call.collective, name)
             why = candidate.why_not(self.comm, call)
             if why is None:
                 return self.get(call.collective, name)

@@ -107,7 +107,7 @@ class ExchangeLanes:
         args = dict(self._read_args, ins=windows[0].handles)
         return Launch(peer_read_zero_copy, self.blocks, GRID[1], args, argtypes=read_argtypes(self.size))
 
-    def launch(self, call: Call) -> None:
+    def launch(self, call: Call) -> Launch:
         """Issue ``call`` (its ``layout`` the table): zero-copy when it carries the window of its send buffers
         (prepared once per registered window; a captured call's launch is its graph's)."""
         window = call.window
@@ -119,6 +119,7 @@ class ExchangeLanes:
             k = self._read_launch((window,))
         bind(k, call, self.size, self.address, self.view)
         k.launch(call.stream)
+        return k
 
     def close(self) -> None:
         for ch in self.channels.values():
@@ -193,7 +194,7 @@ class Exchange(Algorithm):
         return self.lanes.kernel_launches()
 
     def launch(self, call: Call) -> None:
-        self.lanes.launch(call)
+        self.last_kernel = self.lanes.launch(call).name
 
     def traffic(self, size: int, nranks: int, rank: int, root: int = 0) -> tuple[int, int]:
         """What goes through the channels for the bench's calls of ``size`` bytes (``bench.traffic``): a ring of

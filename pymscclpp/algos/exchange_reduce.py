@@ -49,10 +49,11 @@ class ShardedReduce(Exchange):
         sends = {root: (0, shard)}  # at the root: its own shard, copied
         recvs = {p: (p * shard, shard) for p in range(n)} if rank == root else {}
         checks = rooted_descriptors(n, rank, "reduce", shard, call.dtype, root, call.op)
-        self.lanes.launch(Call(collective="gather", sendbuf=None, recvbuf=None, send=shards, recv=call.recv,
-                               peer_bytes=shard, message_bytes=call.message_bytes, dtype=call.dtype, op="sum",
-                               root=root, stream=call.stream, in_place=False,
-                               layout=layout(n, sends, recvs, checks)))
+        gather = self.lanes.launch(Call(collective="gather", sendbuf=None, recvbuf=None, send=shards,
+                                        recv=call.recv, peer_bytes=shard, message_bytes=call.message_bytes,
+                                        dtype=call.dtype, op="sum", root=root, stream=call.stream, in_place=False,
+                                        layout=layout(n, sends, recvs, checks)))
+        self.last_kernel = f"{self.scatter.last_kernel} + {gather.name}"
 
     def traffic(self, size: int, nranks: int, rank: int, root: int = 0) -> tuple[int, int]:
         """Sharded: every rank reads its shard from every peer (and they read theirs from it), then sends the

@@ -13,7 +13,7 @@ import dataclasses
 import weakref
 
 from ..runtime.buffers import DeviceView
-from .algorithm import Algorithm, Call
+from .algorithm import Call
 
 MAX_CALLS = 64  # calls remembered by their buffer objects, the oldest forgotten first
 MAX_ADDRESSES = 1024  # calls remembered by addresses (they hold no buffer): more than a model's calls per step
@@ -53,15 +53,15 @@ def _address_key(key: tuple, sendbuf, recvbuf) -> tuple | None:
 
 
 class Remembered:
-    """One remembered call: its algorithm, its Call (``call`` may be replaced: a new stream) and
+    """One remembered call: its ``collection.Choice`` of algorithm, its Call (``call`` may be replaced: a new stream) and
     ``current_stream(device)``, the stream a repeat with no stream runs on, chosen in the collection's
     ``generation``."""
 
-    __slots__ = ("refs", "checks", "states", "algorithm", "call", "current_stream", "generation")
+    __slots__ = ("refs", "checks", "states", "choice", "call", "current_stream", "generation")
 
-    def __init__(self, refs, checks, states, algorithm: Algorithm, call: Call, current_stream, generation: int):
+    def __init__(self, refs, checks, states, choice: tuple, call: Call, current_stream, generation: int):
         self.refs, self.checks, self.states = refs, checks, states
-        self.algorithm, self.call, self.current_stream, self.generation = algorithm, call, current_stream, generation
+        self.choice, self.call, self.current_stream, self.generation = choice, call, current_stream, generation
 
 
 def _put(table: dict, key: tuple, entry: Remembered, limit: int) -> None:
@@ -79,16 +79,17 @@ class RepeatCache:
         self._by_object: dict[tuple, Remembered] = {}
         self._by_address: dict[tuple, Remembered] = {}
 
-    def remember(self, key: tuple, sendbuf, recvbuf, algorithm: Algorithm, call: Call, current_stream=None) -> None:
-        """Remember the call just launched as ``key``, if its buffers have a cheap state."""
+    def remember(self, key: tuple, sendbuf, recvbuf, choice: tuple, call: Call, current_stream=None) -> None:
+        """Remember the call just launched as ``key`` with its ``choice`` (``collection.Choice``), if its buffers
+        have a cheap state."""
         checks = (state_of(sendbuf), state_of(recvbuf))
         if checks[0] is None or checks[1] is None:
             return
-        by_address = not algorithm.launch_reads_buffers
+        by_address = not any(a.launch_reads_buffers for a in choice if a is not None)
         dropped = {"sendbuf": None, "recvbuf": None} if by_address else {}  # keep no buffer alive
         call = dataclasses.replace(call, kept=True, **dropped)
         refs = tuple(_dead if b is None else weakref.ref(b) for b in (sendbuf, recvbuf))
-        entry = Remembered(refs, checks, (checks[0](sendbuf), checks[1](recvbuf)), algorithm, call, current_stream,
+        entry = Remembered(refs, checks, (checks[0](sendbuf), checks[1](recvbuf)), choice, call, current_stream,
                            self._collection.generation)
         _put(self._by_object, key, entry, MAX_CALLS)
         address = _address_key(key, sendbuf, recvbuf) if by_address else None

@@ -30,16 +30,20 @@ def shard_bytes(rem, nranks):
 
 
 @cuda.jit(device=True)
-def shard_slice(rem, nranks, s):
-    """(offset within the round, offset within the shard, byte count) of the calling block's slice of shard ``s``
-    of a round of ``rem`` bytes; count <= 0: none."""
+def shard_slice(rem, full, nranks, s):
+    """(offset within the round, offset within the shard, byte count, offset in a scratch laid out for full
+    rounds) of the calling block's slice of shard ``s`` of a round of ``rem`` bytes; count <= 0: none. Blocks
+    slice every round as a round of ``full`` bytes (the call's rounds), so block b reads and writes the same
+    scratch bytes in every round, a short last one too: only block b of each peer reads them, and its barriers
+    with block b are all that orders the reuse of a scratch half."""
     sh = shard_bytes(rem, nranks)
     start = min(s * sh, rem)
     length = min(sh, rem - start)
     nb = cuda.gridDim.x
-    per = ((sh + nb - 1) // nb + 15) // 16 * 16
+    full_sh = shard_bytes(full, nranks)
+    per = ((full_sh + nb - 1) // nb + 15) // 16 * 16
     lo = min(cuda.blockIdx.x * per, length)
-    return start + lo, lo, min(per, length - lo)
+    return start + lo, lo, min(per, length - lo), s * full_sh + lo
 
 
 @cuda.jit(device=True)
@@ -71,17 +75,17 @@ def all_reduce_rsag(chans, call_check, fingerprint, inp, out, scratch, flags, nb
         flag, half = begin_two_step(flags, nranks, slot_bytes)
         rem = min(rb, nbytes - base)
         for s in range(nranks):
-            at, _, n = shard_slice(rem, nranks, s)
+            at, _, n, held = shard_slice(rem, rb, nranks, s)
             if s != rank and n > 0:
-                prim.copy_bytes(scratch, half + at, inp, base + at, n, tid, nt)
+                prim.copy_bytes(scratch, half + held, inp, base + at, n, tid, nt)
         signal_and_wait_all(chans, nranks)
-        at, lo, n = shard_slice(rem, nranks, rank)
+        at, lo, n, held = shard_slice(rem, rb, nranks, rank)
         if n > 0:
-            red.reduce_peers(out, base + at, scratch, half + rb + lo, inp, base + at, rank, chans, half + at, nranks,
-                             n, tid, nt, kind, op)
+            red.reduce_peers(out, base + at, scratch, half + rb + lo, inp, base + at, rank, chans, half + held,
+                             nranks, n, tid, nt, kind, op)
         signal_and_wait_all(chans, nranks)
         for j in range(nranks - 1):
-            at, lo, n = shard_slice(rem, nranks, peer_rank(j, rank))
+            at, lo, n, _ = shard_slice(rem, rb, nranks, peer_rank(j, rank))
             if n > 0:
                 prim.copy_bytes(out, base + at, chans[j].dst, half + rb + lo, n, tid, nt)
         end_round(flags, flag)
@@ -104,7 +108,7 @@ def all_reduce_zero_copy(chans, call_check, fingerprint, ins, outs, inp, out, nb
     tid, nt = cuda.threadIdx.x, cuda.blockDim.x
     if not agree_and_meet(chans, call_check, fingerprint, rank, nranks):
         return
-    at, _, n = shard_slice(nbytes, nranks, rank)
+    at, _, n, _ = shard_slice(nbytes, nbytes, nranks, rank)
     if n > 0:
         red.reduce_peers_to_all(out, inp, at, rank, ins, outs, nranks, n, tid, nt, kind, op)
     signal_and_wait_all(chans, nranks)
@@ -128,7 +132,7 @@ def all_gather_read(chans, call_check, fingerprint, inp, out, scratch, flags, nb
     for base in range(0, nbytes, slot_bytes):
         flag, half = begin_two_step(flags, nranks, slot_bytes)
         rem = min(slot_bytes, nbytes - base)
-        at, _, n = shard_slice(rem, 1, 0)
+        at, _, n, _ = shard_slice(rem, slot_bytes, 1, 0)
         if n > 0:
             prim.copy_bytes(scratch, half + at, inp, base + at, n, tid, nt)
             copy_unless_same(out, rank * nbytes + base + at, inp, base + at, n, tid, nt)
@@ -158,7 +162,7 @@ def reduce_scatter_read(chans, call_check, fingerprint, inp, out, scratch, flags
     for base in range(0, nbytes, slot_bytes):
         flag, half = begin_two_step(flags, nranks, slot_bytes)
         rem = min(slot_bytes, nbytes - base)
-        at, _, n = shard_slice(rem, 1, 0)
+        at, _, n, _ = shard_slice(rem, slot_bytes, 1, 0)
         if n > 0:
             for s in range(nranks):
                 if s != rank:
@@ -187,7 +191,7 @@ def reduce_scatter_zero_copy(chans, call_check, fingerprint, ins, inp, out, nbyt
     tid, nt = cuda.threadIdx.x, cuda.blockDim.x
     if not agree_and_meet(chans, call_check, fingerprint, rank, nranks):
         return
-    at, _, n = shard_slice(nbytes, 1, 0)
+    at, _, n, _ = shard_slice(nbytes, nbytes, 1, 0)
     if n > 0:
         own = rank * nbytes + at
         red.reduce_peers(out, at, out, at, inp, own, rank, ins, own, nranks, n, tid, nt, kind, op)
@@ -220,22 +224,22 @@ def broadcast_scatter_gather(chans, call_check, fingerprint, inp, out, scratch, 
         rem = min(rb, nbytes - base)
         if rank == root:
             for s in range(nranks):
-                at, _, n = shard_slice(rem, nranks, s)
+                at, _, n, held = shard_slice(rem, rb, nranks, s)
                 if n > 0:
-                    prim.copy_bytes(scratch, half + at, inp, base + at, n, tid, nt)
+                    prim.copy_bytes(scratch, half + held, inp, base + at, n, tid, nt)
                     copy_unless_same(out, base + at, inp, base + at, n, tid, nt)
         signal_and_wait_all(chans, nranks)
-        at, _, n = shard_slice(rem, nranks, rank)
+        at, _, n, held = shard_slice(rem, rb, nranks, rank)
         if rank != root and n > 0:
-            prim.copy_bytes(out, base + at, src.dst, half + at, n, tid, nt)
+            prim.copy_bytes(out, base + at, src.dst, half + held, n, tid, nt)
             cuda.syncthreads()  # the copy below may spread the bytes over threads differently
-            prim.copy_bytes(scratch, half + at, out, base + at, n, tid, nt)
+            prim.copy_bytes(scratch, half + held, out, base + at, n, tid, nt)
         signal_and_wait_all(chans, nranks)
         if rank != root:
             for j in range(nranks - 1):
-                at, _, n = shard_slice(rem, nranks, peer_rank(j, rank))
+                at, _, n, held = shard_slice(rem, rb, nranks, peer_rank(j, rank))
                 if n > 0:
-                    prim.copy_bytes(out, base + at, chans[j].dst, half + at, n, tid, nt)
+                    prim.copy_bytes(out, base + at, chans[j].dst, half + held, n, tid, nt)
         end_round(flags, flag)
 
 
@@ -253,7 +257,8 @@ def broadcast_zero_copy(chans, call_check, fingerprint, srcs, inp, out, nbytes, 
     """``broadcast_scatter_gather`` on buffers mapped on every rank (``algos.windows``: the root's input, every
     other rank's output), no scratch: once all are ready, rank r reads shard r from the root's input into ``out``;
     after a barrier every non-root rank reads each shard it lacks from the rank holding it (the root's own from
-    the root); a last barrier ends the call when nobody reads our buffer any more."""
+    the root); a last barrier ends the call when nobody reads our buffer any more. At two ranks the root writes
+    its shard into the peer's output while the peer reads the other: both move half, one barrier."""
     tid, nt = cuda.threadIdx.x, cuda.blockDim.x
     if not agree_and_meet(chans, call_check, fingerprint, rank, nranks):
         return
@@ -262,19 +267,23 @@ def broadcast_zero_copy(chans, call_check, fingerprint, srcs, inp, out, nbytes, 
         if peer_rank(j, rank) == root:
             src = srcs[j]
     if rank == root:
-        at, _, n = shard_slice(nbytes, 1, 0)
+        at, _, n, _ = shard_slice(nbytes, nbytes, 1, 0)
         if n > 0:
             copy_unless_same(out, at, inp, at, n, tid, nt)
+        at, _, n, _ = shard_slice(nbytes, nbytes, nranks, root)
+        if nranks == 2 and n > 0:
+            prim.copy_bytes(srcs[0].dst, at, inp, at, n, tid, nt)
     else:
-        at, _, n = shard_slice(nbytes, nranks, rank)
+        at, _, n, _ = shard_slice(nbytes, nbytes, nranks, rank)
         if n > 0:
             prim.copy_bytes(out, at, src.dst, at, n, tid, nt)
-    signal_and_wait_all(chans, nranks)
-    if rank != root:
-        for j in range(nranks - 1):
-            at, _, n = shard_slice(nbytes, nranks, peer_rank(j, rank))
-            if n > 0:
-                prim.copy_bytes(out, at, srcs[j].dst, at, n, tid, nt)
+    if nranks > 2:
+        signal_and_wait_all(chans, nranks)
+        if rank != root:
+            for j in range(nranks - 1):
+                at, _, n, _ = shard_slice(nbytes, nbytes, nranks, peer_rank(j, rank))
+                if n > 0:
+                    prim.copy_bytes(out, at, srcs[j].dst, at, n, tid, nt)
     signal_and_wait_all(chans, nranks)
 
 

@@ -30,11 +30,11 @@ def all_reduce_packet_two_shot(chans, call_check, fingerprint, inp, out, scratch
     wire = 2 * shard_bytes(nbytes, nranks)  # packet bytes of one shard
     results = half + nranks * wire  # the result area: slot s holds rank s's reduced shard
     for j in range(nranks - 1):
-        start, lo, n = shard_slice(nbytes, nranks, peer_rank(j, rank))
+        start, lo, n, _ = shard_slice(nbytes, nbytes, nranks, peer_rank(j, rank))
         if n > 0:
             prim.put_packets_ll16(chans[j].dst, half + rank * wire + 2 * lo, inp, start, n, tid, nt, flag)
     if calls_agree(call_check, fingerprint, rank, nranks):
-        start, lo, n = shard_slice(nbytes, nranks, rank)
+        start, lo, n, _ = shard_slice(nbytes, nbytes, nranks, rank)
         reduced = n <= 0 or red.reduce_packets_ll16(out, start, inp, start, rank, scratch, half + 2 * lo, wire,
                                                     nranks, n, tid, nt, flag, kind, op, chans[0], OP_PACKET)
         if reduced:
@@ -44,7 +44,7 @@ def all_reduce_packet_two_shot(chans, call_check, fingerprint, inp, out, scratch
                                           flag)
             for j in range(nranks - 1):
                 p = peer_rank(j, rank)
-                start, lo, n = shard_slice(nbytes, nranks, p)
+                start, lo, n, _ = shard_slice(nbytes, nbytes, nranks, p)
                 if n > 0 and not prim.unpack_packets_ll16(out, start, scratch, results + p * wire + 2 * lo, n, tid,
                                                           nt, flag, chans[j], OP_PACKET):
                     break

@@ -69,6 +69,15 @@ class ZeroCopy:
         return Launch(self.zero_copy_kernel, self.blocks, self.threads, self.zero_copy_args(windows),
                       argtypes=self.zero_copy_argtypes(self.nranks))
 
+    def runs_zero_copy(self, call: Call) -> bool:
+        """Whether ``call`` would run zero-copy: its buffers are registered, or it is being captured."""
+        wanted = self.window_buffers(call) if self.protocol == "simple" else None
+        if wanted is None:
+            return False
+        if all(self.windows.find(buf.ptr, nbytes) is not None for buf, nbytes in wanted):
+            return True
+        return bool(self._capture) and capturing(call.stream)
+
     def _zero_copy_launch(self, call: Call) -> Launch | None:
         """The zero-copy launch for ``call``: prepared for its registered buffers, made for a captured call's (a
         graph keeps its arguments), or None when neither."""
@@ -87,6 +96,7 @@ class ZeroCopy:
         if launch is None:
             super().launch(call)
             return
+        self.last_kernel = launch.name
         launch_call(launch, call, self._bind_zero_copy)
 
     def _bind_zero_copy(self, launch: Launch, call: Call) -> None:

@@ -71,7 +71,7 @@ def run_sim_sweep(args) -> list[dict] | None:
     from mpi4py import MPI
 
     from .. import Communicator
-    from .sweep import HEADER, print_row, result_row
+    from .sweep import HEADER, print_row, result_row, served_by
     world = MPI.COMM_WORLD
     comm = Communicator.from_mpi(world)
     dtype = _np_dtype(args.dtype)
@@ -95,7 +95,8 @@ def run_sim_sweep(args) -> list[dict] | None:
                 call()
             samples.append((time.perf_counter() - start) * 1e6 / args.iters)
         comm.check_device_errors()
-        row = result_row(args, count * dtype.itemsize, count, float(np.median(samples)), float("nan"), wrong, bus)
+        row = result_row(args, count * dtype.itemsize, count, float(np.median(samples)), float("nan"), wrong, bus,
+                         served_by(comm, args.op))
         rows.append(row)
         if comm.rank == 0:
             print_row(row, True)

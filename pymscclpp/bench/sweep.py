@@ -10,7 +10,7 @@ from .timing import capture, time_eager, time_graph
 _TORCH_DTYPES = {"bfloat16": "bfloat16", "float16": "float16", "float32": "float32", "int32": "int32",
                  "uint8": "uint8"}
 HEADER = (f"{'size':>12} {'count':>12} {'type':>9} {'redop':>6} | {'pymscclpp us':>12} {'algbw':>7} {'busbw':>7} "
-           f"{'#wrong':>6} | {'REF us':>9} {'algbw':>7} {'busbw':>7} | {'speedup':>7}")
+           f"{'#wrong':>6} | {'REF us':>9} {'algbw':>7} {'busbw':>7} | {'speedup':>7}  served by")
 
 
 def _setup(nccl: bool):
@@ -63,9 +63,18 @@ def _profile(fn, rank: int, world) -> None:
         pstats.Stats(prof).sort_stats("tottime").print_stats(12)
 
 
-def result_row(args, nbytes: int, count: int, t_ours: float, t_ref: float, wrong: int, bus_factor: float) -> dict:
-    """One size's results: times in microseconds, bandwidths in GB/s."""
-    return {"op": args.op, "bytes": nbytes, "count": count, "dtype": args.dtype, "redop": args.redop,
+def served_by(comm, op: str) -> str:
+    """Which algorithm (and kernel, where it tells) served this rank's last ``op`` call."""
+    algorithm = comm.last_algorithm(op)
+    if algorithm is None:
+        return "-"
+    return f"{algorithm.name}: {algorithm.last_kernel}" if algorithm.last_kernel else algorithm.name
+
+
+def result_row(args, nbytes: int, count: int, t_ours: float, t_ref: float, wrong: int, bus_factor: float,
+               served: str) -> dict:
+    """One size's results: times in microseconds, bandwidths in GB/s; ``served``: ``served_by``'s answer."""
+    return {"op": args.op, "served": served, "bytes": nbytes, "count": count, "dtype": args.dtype, "redop": args.redop,
             "us": t_ours, "algbw": nbytes / t_ours / 1e3, "busbw": nbytes / t_ours / 1e3 * bus_factor,
             "wrong": wrong, "nccl_us": t_ref, "nccl_algbw": nbytes / t_ref / 1e3,
             "nccl_busbw": nbytes / t_ref / 1e3 * bus_factor, "speedup": t_ref / t_ours, "reference": args.compare}
@@ -75,7 +84,7 @@ def print_row(row: dict, checked: bool) -> None:
     """Print one row of the table (rank 0)."""
     print(f"{row['bytes']:>12} {row['count']:>12} {row['dtype']:>9} {row['redop']:>6} | {row['us']:>12.2f} "
           f"{row['algbw']:>7.1f} {row['busbw']:>7.1f} {row['wrong'] if checked else 'N/A':>6} | {row['nccl_us']:>9.2f} "
-          f"{row['nccl_algbw']:>7.1f} {row['nccl_busbw']:>7.1f} | {row['speedup']:>6.2f}x", flush=True)
+          f"{row['nccl_algbw']:>7.1f} {row['nccl_busbw']:>7.1f} | {row['speedup']:>6.2f}x  {row['served']}", flush=True)
 
 
 def run_sweep(args) -> list[dict] | None:
@@ -128,7 +137,7 @@ def run_sweep(args) -> list[dict] | None:
         comm.check_device_errors()
         for buf in registered:
             comm.deregister_buffer(buf)
-        row = result_row(args, nbytes, case.count, t_ours, t_ref, wrong, case.bus_factor)
+        row = result_row(args, nbytes, case.count, t_ours, t_ref, wrong, case.bus_factor, served_by(comm, args.op))
         rows.append(row)
         if comm.rank == 0:
             print_row(row, args.check)

@@ -147,6 +147,11 @@ class Launch:
         self._repeat = None if addresses is None else GraphRepeat(
             addresses, self._func, self.griddim, self.blockdim, self.sharedmem, self._params, self._extra)
 
+    @property
+    def name(self) -> str:
+        """The kernel's name (its Python function's)."""
+        return self.kernel.py_func.__name__
+
     def launch_kept(self, key, stream: int) -> bool:
         """Issue the graph kept for ``key`` (see ``launch``) on ``stream``, whatever the slots hold now; False,
         issuing nothing, when there is none for ``key`` or the stream is being captured."""

@@ -1,5 +1,6 @@
 """Every built-in algorithm moves exactly the bytes it states through its channels (counted under the simulator),
-and what the default selection moves at 8 ranks stays near the lower bound of each collective."""
+staged and zero-copy, and what the default selection moves at 8 ranks stays near the lower bound of each
+collective."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ import traffic_cases as tc
 from rankpool import PoolCache
 from pymscclpp.algos import collection
 from pymscclpp.algos.exchange import EXCHANGED
+from pymscclpp.algos.zero_copy import ZeroCopy
 from pymscclpp.runtime import traffic
 
 pool = PoolCache(env={"PYMSCCLPP_TIMEOUT_S": "30", "PYMSCCLPP_TRAFFIC": "1"})
@@ -35,6 +37,19 @@ def _measured_and_stated(nranks: int, collective: str, algo: str, count: int, ro
 def test_measured_channel_traffic_equals_the_stated_traffic(nranks, count, collective, algo):
     measured, stated = _measured_and_stated(nranks, collective, algo, count, root=nranks - 1)
     assert measured == stated
+
+
+ZERO_COPY = [("all_reduce", "rsag"), ("all_gather", "simple"), ("all_gather", "read"), ("reduce_scatter", "read"),
+             ("all_to_all", "simple"), ("broadcast", "simple"), ("broadcast", "scatter_gather")]
+
+
+@pytest.mark.parametrize("collective,algo", ZERO_COPY)
+@pytest.mark.parametrize("nranks,count,root", [(2, 1001, 0), (4, 4 * 337, 2)])
+def test_zero_copy_calls_move_what_their_zero_copy_traffic_states(nranks, count, root, collective, algo):
+    outs = pool(nranks).run(tc.measured_call, collective=collective, algo=algo, count=count, root=root,
+                            zero_copy=True)
+    assert all(o["kernel"].endswith("zero_copy_simple") for o in outs), [o["kernel"] for o in outs]
+    assert traffic.per_rank([o["counts"] for o in outs]) == [tuple(o["stated"]) for o in outs]
 
 
 @pytest.mark.parametrize("collective,algo", list(collection.TWO_STEP_NAMES.items()))
@@ -64,6 +79,8 @@ def test_the_default_choice_at_eight_ranks_moves_near_the_lower_bound_from_1_mb(
     for size in (1 << 20, 16 << 20, 256 << 20, 3 << 30):
         name = next(n for limit, n in rows if size <= limit)
         algo = factories[collective, name]()
-        sent = max(algo.traffic(size, 8, rank, root=0)[0] for rank in range(8))
-        limit = 2 * size if collective == "broadcast" else 1.15 * _bound(collective, size, 8)
-        assert _bound(collective, size, 8) <= sent <= limit, (collective, size, name, sent)
+        statements = [algo.traffic] + ([algo.zero_copy_traffic] if isinstance(algo, ZeroCopy) else [])
+        for stated in statements:  # staged, and zero-copy (registered buffers, captured calls)
+            sent = max(stated(size, 8, rank, root=0)[0] for rank in range(8))
+            limit = 2 * size if collective == "broadcast" else 1.15 * _bound(collective, size, 8)
+            assert _bound(collective, size, 8) <= sent <= limit, (collective, size, name, stated, sent)

@@ -19,6 +19,7 @@ from ..callcheck.area import callcheck, handle_type
 from . import allgather_kernels, broadcast_kernels, reduce_kernels, twoshot_kernels
 from .grid import blocks_for
 from .prepared import PreparedKernel
+from .shard_traffic import call_shards, scatter_gather_traffic
 from .zero_copy import ZeroCopy, kernel_argtypes
 
 PACKET_MAX = 1 << 20  # the largest message a packet algorithm serves
@@ -201,6 +202,10 @@ class Broadcast(ZeroCopy, OneShot):
         """The root pushes the buffer to every peer."""
         wire = self.wire_bytes(message_bytes)
         return ((nranks - 1) * wire, 0) if rank == root else (0, wire)
+
+    def zero_copy_traffic(self, message_bytes: int, nranks: int, rank: int, root: int = 0) -> tuple[int, int]:
+        """Zero-copy, scatter + all-gather (``shard_traffic.scatter_gather_traffic``)."""
+        return scatter_gather_traffic(call_shards(message_bytes, nranks), rank, root)
 
     def param_values(self, call: Call) -> tuple:
         return (call.root,)

@@ -9,6 +9,7 @@ from ..runtime.launch import Launch
 from . import twoshot_kernels as k2
 from .algorithm import Call, CallBuffer
 from .oneshot import AllGather, Broadcast, OneShot, simple_round_bytes
+from .shard_traffic import call_shards, scatter_gather_traffic
 from .zero_copy import ZeroCopyReduce, kernel_argtypes
 
 
@@ -57,6 +58,12 @@ class AllReduceTwoShot(ZeroCopyReduce, OneShot):
         """Peers pull the other shards of our staged input and our reduced shard; we pull theirs alike."""
         moved = sum((nranks - 1) * lens[rank] + sum(lens) - lens[rank]
                     for lens in round_shards(message_bytes, nranks, nranks - 1))
+        return moved, moved
+
+    def zero_copy_traffic(self, message_bytes: int, nranks: int, rank: int, root: int = 0) -> tuple[int, int]:
+        """We read our shard of every peer's input and write it reduced into every peer's output; they alike."""
+        lens = call_shards(message_bytes, nranks)
+        moved = (nranks - 1) * lens[rank] + sum(lens) - lens[rank]
         return moved, moved
 
 
@@ -122,12 +129,13 @@ class BroadcastScatterGather(Broadcast):
         from the root): the root sends each shard once and its own to every peer; the others receive it all."""
         sent = received = 0
         for lens in round_shards(message_bytes, nranks, nranks):
-            if rank == root:
-                sent += sum(lens) - lens[root] + (nranks - 1) * lens[root]
-            else:
-                sent += (nranks - 2) * lens[rank]
-                received += sum(lens)
+            s, r = scatter_gather_traffic(lens, rank, root)
+            sent, received = sent + s, received + r
         return sent, received
+
+    def zero_copy_traffic(self, message_bytes: int, nranks: int, rank: int, root: int = 0) -> tuple[int, int]:
+        """The scatter + all-gather of one round: the root's input and the others' outputs read directly."""
+        return scatter_gather_traffic(call_shards(message_bytes, nranks), rank, root)
 
 
 TWO_STEP = {"all_reduce": AllReduceTwoShot, "all_gather": AllGatherRead, "broadcast": BroadcastScatterGather,

@@ -65,6 +65,11 @@ class ZeroCopy:
     def bind_zero_copy(self, launch: Launch, call: Call) -> None:
         """Set what a zero-copy launch takes from each call beyond its windows (nothing, unless overridden)."""
 
+    def zero_copy_traffic(self, message_bytes: int, nranks: int, rank: int, root: int = 0) -> tuple[int, int]:
+        """``traffic`` of a call that runs zero-copy: the bytes ``rank`` reads from and writes into peers'
+        buffers, and peers from and into its own; the staged call's unless a family overrides it."""
+        return self.traffic(message_bytes, nranks, rank, root)
+
     def _new_launch(self, windows: tuple) -> Launch:
         return Launch(self.zero_copy_kernel, self.blocks, self.threads, self.zero_copy_args(windows),
                       argtypes=self.zero_copy_argtypes(self.nranks))

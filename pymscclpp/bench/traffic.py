@@ -8,6 +8,7 @@ import argparse
 
 import numpy as np
 
+from ..algos.zero_copy import ZeroCopy
 from ..runtime.collectives import COLLECTIVES as _SYMMETRIC
 from .verb_cases import VERBS, elements as verb_elements, run_verb
 
@@ -30,16 +31,25 @@ def elements(collective: str, count: int, nranks: int) -> tuple[int, int]:
             "all_to_all": (part * nranks, part * nranks)}.get(collective, (count, count))
 
 
-def measured_call(comm, collective: str, algo: str | None, count: int, root: int = 0) -> dict:
+def measured_call(comm, collective: str, algo: str | None, count: int, root: int = 0,
+                  zero_copy: bool = False) -> dict:
     """A rank function (PYMSCCLPP_TRAFFIC=1, simulator): this rank's channel counts for one call of ``collective``
     on ``count`` float32 elements by ``algo`` (None: the selection's choice), after a first call sets it up; the
-    algorithm's name and the traffic it states."""
+    algorithm's name, the kernel that ran and the traffic it states. ``zero_copy``: on buffers registered with
+    the communicator, so the zero-copy families read and write peers' buffers (the traffic they state then)."""
     from numba import cuda
 
     from ..runtime import traffic
+    from ..runtime.memory import alloc, view_as
     send_n, recv_n = elements(collective, count, comm.size)
-    send = cuda.to_device(np.ones(send_n, np.float32))
-    recv = cuda.to_device(np.zeros(recv_n, np.float32))
+    if zero_copy:
+        send, recv = (view_as(alloc(4 * n), np.float32) for n in (send_n, recv_n))
+        send.copy_to_device(np.ones(send_n, np.float32))
+        comm.register_buffer(send)
+        comm.register_buffer(recv)
+    else:
+        send = cuda.to_device(np.ones(send_n, np.float32))
+        recv = cuda.to_device(np.zeros(recv_n, np.float32))
     args = (send, recv, root) if collective == "broadcast" else (send, recv)
     kw = {} if algo is None or collective == "send_recv" else {"algo": algo}
     for _ in range(2):
@@ -52,23 +62,28 @@ def measured_call(comm, collective: str, algo: str | None, count: int, root: int
         comm.check_device_errors()
     served = comm.last_algorithm(collective)
     size = 4 * max(send_n, recv_n)
-    return {"counts": traffic.counts(), "algorithm": served.name,
-            "stated": served.traffic(size, comm.size, comm.rank, root)}
+    ran_zero_copy = isinstance(served, ZeroCopy) and served.last_kernel == served.zero_copy_kernel.py_func.__name__
+    stated = (served.zero_copy_traffic if ran_zero_copy else served.traffic)(size, comm.size, comm.rank, root)
+    if zero_copy:
+        comm.deregister_buffer(send)
+        comm.deregister_buffer(recv)
+    return {"counts": traffic.counts(), "algorithm": served.name, "kernel": served.last_kernel, "stated": stated}
 
 
-def measure(nranks: int, collectives, size: int, algo: str | None = None) -> list[dict]:
+def measure(nranks: int, collectives, size: int, algo: str | None = None, zero_copy: bool = False) -> list[dict]:
     """One row per collective: the serving algorithm, measured and stated (sent, received) of the busiest rank,
-    and the lower bound, on ``nranks`` simulator ranks."""
+    and the lower bound, on ``nranks`` simulator ranks (``zero_copy``: on registered buffers)."""
     from ..runtime import traffic
     from ..testing import ranks
     rows = []
     with ranks(nranks, timeout=300, env={"PYMSCCLPP_TRAFFIC": "1", "PYMSCCLPP_BACKEND": "sim"}) as pool:
         for collective in collectives:
-            outs = pool.run(measured_call, collective, algo, size // 4)
+            outs = pool.run(measured_call, collective, algo, size // 4, 0, zero_copy and collective not in VERBS)
             measured = traffic.per_rank([o["counts"] for o in outs])
             stated = [tuple(o["stated"]) for o in outs]
             real = 4 * max(elements(collective, size // 4, nranks))
-            rows.append({"ranks": nranks, "collective": collective, "algorithm": outs[0]["algorithm"], "bytes": real,
+            rows.append({"ranks": nranks, "collective": collective, "algorithm": outs[0]["algorithm"],
+                         "kernel": outs[0]["kernel"], "bytes": real,
                          "sent": max(s for s, _ in measured), "received": max(r for _, r in measured),
                          "stated_sent": max(s for s, _ in stated), "stated_received": max(r for _, r in stated),
                          "exact": measured == stated, "bound": lower_bound(collective, real, nranks)})
@@ -81,14 +96,17 @@ def main(argv=None) -> None:
     ap.add_argument("--size", default="256K", help="bytes per call (nccl-tests sizes; K/M suffixes)")
     ap.add_argument("--collective", action="append", choices=COLLECTIVES, help="(repeatable) default: all")
     ap.add_argument("--algo", help="force one algorithm (default: the selection's choice at that size)")
+    ap.add_argument("--zero-copy", action="store_true",
+                    help="register the collectives' buffers first: the zero-copy kernels' traffic")
     args = ap.parse_args(argv)
     from . import __main__ as cli
     size = cli.parse_size(args.size)
     print(f"{'ranks':>5} {'collective':<15} {'algorithm':<15} {'bytes':>9} | {'sent':>9} {'received':>9} | "
           f"{'stated':>9} {'stated':>9} | {'bound':>9} {'sent/bound':>10}")
     for n in (int(r) for r in args.ranks.split(",")):
-        for row in measure(n, args.collective or COLLECTIVES, size, args.algo):
+        for row in measure(n, args.collective or COLLECTIVES, size, args.algo, args.zero_copy):
             print(f"{n:>5} {row['collective']:<15} {row['algorithm']:<15} {row['bytes']:>9} | {row['sent']:>9} "
                   f"{row['received']:>9} | {row['stated_sent']:>9} {row['stated_received']:>9} | "
-                  f"{row['bound']:>9.0f} {row['sent'] / row['bound']:>9.3f}x{'' if row['exact'] else '  MISMATCH'}",
+                  f"{row['bound']:>9.0f} {row['sent'] / row['bound']:>9.3f}x  {row['kernel']}"
+                  f"{'' if row['exact'] else '  MISMATCH'}",
                   flush=True)

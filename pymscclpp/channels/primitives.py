@@ -102,16 +102,27 @@ def copy_shifted(dst, dst_off, src, src_off, nvec, tid, nthreads):
     bits = r * np.uint64(8)
     base = src_off - np.int64(r)
     i = tid
+    while i + nthreads < nvec:  # two vectors, ten loads in flight per thread
+        at, bt = base + i * 16, base + (i + nthreads) * 16
+        a0, a1, a2, a3, a4 = load_words5(src, at)
+        b0, b1, b2, b3, b4 = load_words5(src, bt)
+        store_v4(dst, dst_off + i * 16, funnel(a0, a1, bits), funnel(a1, a2, bits), funnel(a2, a3, bits),
+                 funnel(a3, a4, bits))
+        store_v4(dst, dst_off + (i + nthreads) * 16, funnel(b0, b1, bits), funnel(b1, b2, bits),
+                 funnel(b2, b3, bits), funnel(b3, b4, bits))
+        i += 2 * nthreads
     while i < nvec:
-        at = base + i * 16
-        w0 = np.uint64(load_u32(src, at))
-        w1 = np.uint64(load_u32(src, at + 4))
-        w2 = np.uint64(load_u32(src, at + 8))
-        w3 = np.uint64(load_u32(src, at + 12))
-        w4 = np.uint64(load_u32(src, at + 16))
-        store_v4(dst, dst_off + i * 16, funnel(w0, w1, bits), funnel(w1, w2, bits), funnel(w2, w3, bits),
-                 funnel(w3, w4, bits))
+        a0, a1, a2, a3, a4 = load_words5(src, base + i * 16)
+        store_v4(dst, dst_off + i * 16, funnel(a0, a1, bits), funnel(a1, a2, bits), funnel(a2, a3, bits),
+                 funnel(a3, a4, bits))
         i += nthreads
+
+
+@cuda.jit(device=True)
+def load_words5(src, at):
+    """Five aligned 4-byte words from byte ``at`` of ``src``, widened to 64 bits for ``funnel``."""
+    return (np.uint64(load_u32(src, at)), np.uint64(load_u32(src, at + 4)), np.uint64(load_u32(src, at + 8)),
+            np.uint64(load_u32(src, at + 12)), np.uint64(load_u32(src, at + 16)))
 
 
 @cuda.jit(device=True)

@@ -33,9 +33,10 @@ def shard_bytes(rem, nranks):
 def shard_slice(rem, full, nranks, s):
     """(offset within the round, offset within the shard, byte count, offset in a scratch laid out for full
     rounds) of the calling block's slice of shard ``s`` of a round of ``rem`` bytes; count <= 0: none. Blocks
-    slice every round as a round of ``full`` bytes (the call's rounds), so block b reads and writes the same
-    scratch bytes in every round, a short last one too: only block b of each peer reads them, and its barriers
-    with block b are all that orders the reuse of a scratch half."""
+    slice every round as a round of ``full`` bytes (the call's first, largest round), so block b reads and
+    writes the same scratch bytes in every round of a call, a short last one too: only block b of each peer
+    reads them, and within a call its barriers with block b are all that orders the reuse of a scratch half
+    (between calls, a rank's next kernel starts once every block of its last one met every peer)."""
     sh = shard_bytes(rem, nranks)
     start = min(s * sh, rem)
     length = min(sh, rem - start)
@@ -75,17 +76,17 @@ def all_reduce_rsag(chans, call_check, fingerprint, inp, out, scratch, flags, nb
         flag, half = begin_two_step(flags, nranks, slot_bytes)
         rem = min(rb, nbytes - base)
         for s in range(nranks):
-            at, _, n, held = shard_slice(rem, rb, nranks, s)
+            at, _, n, held = shard_slice(rem, min(nbytes, rb), nranks, s)
             if s != rank and n > 0:
                 prim.copy_bytes(scratch, half + held, inp, base + at, n, tid, nt)
         signal_and_wait_all(chans, nranks)
-        at, lo, n, held = shard_slice(rem, rb, nranks, rank)
+        at, lo, n, held = shard_slice(rem, min(nbytes, rb), nranks, rank)
         if n > 0:
             red.reduce_peers(out, base + at, scratch, half + rb + lo, inp, base + at, rank, chans, half + held,
                              nranks, n, tid, nt, kind, op)
         signal_and_wait_all(chans, nranks)
         for j in range(nranks - 1):
-            at, lo, n, _ = shard_slice(rem, rb, nranks, peer_rank(j, rank))
+            at, lo, n, _ = shard_slice(rem, min(nbytes, rb), nranks, peer_rank(j, rank))
             if n > 0:
                 prim.copy_bytes(out, base + at, chans[j].dst, half + rb + lo, n, tid, nt)
         end_round(flags, flag)
@@ -132,7 +133,7 @@ def all_gather_read(chans, call_check, fingerprint, inp, out, scratch, flags, nb
     for base in range(0, nbytes, slot_bytes):
         flag, half = begin_two_step(flags, nranks, slot_bytes)
         rem = min(slot_bytes, nbytes - base)
-        at, _, n, _ = shard_slice(rem, slot_bytes, 1, 0)
+        at, _, n, _ = shard_slice(rem, min(nbytes, slot_bytes), 1, 0)
         if n > 0:
             prim.copy_bytes(scratch, half + at, inp, base + at, n, tid, nt)
             copy_unless_same(out, rank * nbytes + base + at, inp, base + at, n, tid, nt)
@@ -162,7 +163,7 @@ def reduce_scatter_read(chans, call_check, fingerprint, inp, out, scratch, flags
     for base in range(0, nbytes, slot_bytes):
         flag, half = begin_two_step(flags, nranks, slot_bytes)
         rem = min(slot_bytes, nbytes - base)
-        at, _, n, _ = shard_slice(rem, slot_bytes, 1, 0)
+        at, _, n, _ = shard_slice(rem, min(nbytes, slot_bytes), 1, 0)
         if n > 0:
             for s in range(nranks):
                 if s != rank:
@@ -224,12 +225,12 @@ def broadcast_scatter_gather(chans, call_check, fingerprint, inp, out, scratch, 
         rem = min(rb, nbytes - base)
         if rank == root:
             for s in range(nranks):
-                at, _, n, held = shard_slice(rem, rb, nranks, s)
+                at, _, n, held = shard_slice(rem, min(nbytes, rb), nranks, s)
                 if n > 0:
                     prim.copy_bytes(scratch, half + held, inp, base + at, n, tid, nt)
                     copy_unless_same(out, base + at, inp, base + at, n, tid, nt)
         signal_and_wait_all(chans, nranks)
-        at, _, n, held = shard_slice(rem, rb, nranks, rank)
+        at, _, n, held = shard_slice(rem, min(nbytes, rb), nranks, rank)
         if rank != root and n > 0:
             prim.copy_bytes(out, base + at, src.dst, half + held, n, tid, nt)
             cuda.syncthreads()  # the copy below may spread the bytes over threads differently
@@ -237,7 +238,7 @@ def broadcast_scatter_gather(chans, call_check, fingerprint, inp, out, scratch, 
         signal_and_wait_all(chans, nranks)
         if rank != root:
             for j in range(nranks - 1):
-                at, _, n, held = shard_slice(rem, rb, nranks, peer_rank(j, rank))
+                at, _, n, held = shard_slice(rem, min(nbytes, rb), nranks, peer_rank(j, rank))
                 if n > 0:
                     prim.copy_bytes(out, base + at, chans[j].dst, half + held, n, tid, nt)
         end_round(flags, flag)

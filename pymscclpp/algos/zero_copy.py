@@ -76,23 +76,27 @@ class ZeroCopy:
 
     def runs_zero_copy(self, call: Call) -> bool:
         """Whether ``call`` would run zero-copy: its buffers are registered, or it is being captured."""
-        wanted = self.window_buffers(call) if self.protocol == "simple" else None
-        if wanted is None:
-            return False
-        if all(self.windows.find(buf.ptr, nbytes) is not None for buf, nbytes in wanted):
-            return True
-        return bool(self._capture) and capturing(call.stream)
+        return self._zero_copy_windows(call) is not None
 
-    def _zero_copy_launch(self, call: Call) -> Launch | None:
-        """The zero-copy launch for ``call``: prepared for its registered buffers, made for a captured call's (a
-        graph keeps its arguments), or None when neither."""
+    def _zero_copy_windows(self, call: Call) -> tuple | None:
+        """(the buffers ``call`` needs in windows, their registered windows: None when the call is captured and
+        they are to be mapped now), or None when it runs staged."""
         wanted = self.window_buffers(call) if self.protocol == "simple" else None
         if wanted is None:
             return None
         windows = tuple(self.windows.find(buf.ptr, nbytes) for buf, nbytes in wanted)
-        if any(w is None for w in windows):
-            if not (self._capture and capturing(call.stream)):
-                return None
+        if all(w is not None for w in windows):
+            return wanted, windows
+        return (wanted, None) if self._capture and capturing(call.stream) else None
+
+    def _zero_copy_launch(self, call: Call) -> Launch | None:
+        """The zero-copy launch for ``call``: prepared for its registered buffers, made for a captured call's (a
+        graph keeps its arguments), or None when neither."""
+        found = self._zero_copy_windows(call)
+        if found is None:
+            return None
+        wanted, windows = found
+        if windows is None:
             return self._new_launch(self.windows.capture(self.name, wanted))
         return self._zero_copy.get(windows, self._new_launch)
 

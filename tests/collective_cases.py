@@ -332,17 +332,21 @@ def _exchange_expected(comm, collective: str, count: int, dtype: str, seed: int,
 
 def exchanges_zero_copy(comm, state, collective: str, count: int, dtype: str, inplace: bool, algo: str,
                         captured: bool, repeat: int = 2) -> None:
-    """all_gather, all_to_all (out of place) and broadcast with ``algo`` on registered buffers (the send buffer;
-    broadcast: the root's send buffer and the others' receive buffer), or on unregistered ones while their
+    """all_gather, all_to_all (out of place) and broadcast with ``algo`` on registered buffers (the send and
+    receive buffers, in place the receive buffer; broadcast: the root's send buffer and the others' receive buffer), or on unregistered ones while their
     stream is captured (the capture check forced true, as the simulator has no graphs), run their zero-copy
     kernel and equal the NumPy result on every rank, call after call, the send buffer untouched."""
     from pymscclpp.algos import zero_copy
     n, r = comm.size, comm.rank
     root = 1 % n
     send, recv = _exchange_buffers(comm, collective, count, dtype, inplace, root)
-    mapped = recv if collective == "broadcast" and r != root else send
+    if collective == "broadcast":
+        mapped = [recv if r != root else send]
+    else:  # pulls read peers' send buffers, pushes write their receive buffers
+        mapped = [recv] if inplace else [send, recv]
     if not captured:
-        comm.register_buffer(mapped)
+        for buf in mapped:
+            comm.register_buffer(buf)
     real = zero_copy.capturing
     zero_copy.capturing = lambda stream: captured
     try:
@@ -351,7 +355,8 @@ def exchanges_zero_copy(comm, state, collective: str, count: int, dtype: str, in
             send.copy_to_device(data)
             if not inplace:
                 recv.copy_to_device(np.full(recv.size, 99, np.dtype(dtype)))
-            before = comm.extension("windows").captured if captured else 0
+            windows = comm.extension("windows")  # None until a first registration or captured call
+            before = windows.captured if captured and windows is not None else 0
             kw = {"root": root} if collective == "broadcast" else {}
             into = None if inplace and collective != "all_gather" else recv  # in place: all_gather from its slot
             getattr(comm, collective)(send, into, algo=algo, **kw)
@@ -368,7 +373,8 @@ def exchanges_zero_copy(comm, state, collective: str, count: int, dtype: str, in
     if not captured:
         names = [launch.kernel.py_func.__name__ for launch in comm.last_algorithm(collective).kernel_launches()]
         assert any(name.endswith("zero_copy_simple") for name in names), names
-        comm.deregister_buffer(mapped)
+        for buf in mapped:
+            comm.deregister_buffer(buf)
 
 
 def broadcast_registered_on_the_root_only(comm, state, count: int) -> str:
@@ -444,3 +450,82 @@ def kept_calls_switch_to_zero_copy_when_captured(comm, state, count: int) -> Non
         served = comm.last_algorithm("all_reduce")
         want = ("rsag", "all_reduce_zero_copy_simple") if captured else ("packet", "reduce_ll")
         assert (served.name, served.last_kernel) == want, (it, served.name, served.last_kernel)
+
+
+def reductions_pushed(comm, state, collective: str, count: int, dtype: str, op: str, captured: bool,
+                      repeat: int = 2) -> None:
+    """all_reduce or reduce_scatter with ``push`` on two ranks, out of place, on registered buffers (or unregistered
+    ones while their stream is captured, the capture check forced true) runs the kernel that writes into the peer's
+    output and equals the rank-order NumPy reduction on every rank, call after call, the send buffer untouched."""
+    from pymscclpp.algos import zero_copy
+    from pymscclpp.runtime.memory import alloc, view_as
+    n, r, np_dtype = comm.size, comm.rank, np.dtype(dtype)
+    slots = n if collective == "reduce_scatter" else 1
+    send = view_as(alloc(slots * count * np_dtype.itemsize), np_dtype)
+    recv = view_as(alloc(count * np_dtype.itemsize), np_dtype)
+    if not captured:
+        comm.register_buffer(recv)
+    real = zero_copy.capturing
+    zero_copy.capturing = lambda stream: captured
+    try:
+        for it in range(repeat):
+            data = rank_data(r, slots * count, dtype, count + it)
+            send.copy_to_device(data)
+            recv.copy_to_device(np.full(count, 99, np_dtype))
+            getattr(comm, collective)(send, recv, op=op, algo="push")
+            cuda.synchronize()
+            comm.check_device_errors()
+            want = expected_allreduce(n, slots * count, dtype, count + it, op)
+            if collective == "reduce_scatter":
+                want = want[r * count:(r + 1) * count]
+            np.testing.assert_array_equal(recv.copy_to_host(), want)
+            np.testing.assert_array_equal(send.copy_to_host(), data)
+    finally:
+        zero_copy.capturing = real
+    served = comm.last_algorithm(collective)
+    assert (served.name, served.last_kernel) == ("push", f"{collective}_push_zero_copy_simple"), served.last_kernel
+    if not captured:
+        comm.deregister_buffer(recv)
+
+
+def in_place_calls_take_the_next_zero_copy_row(comm, state, count: int) -> None:
+    """With zero-copy rows naming ``push`` (out of place only) and then ``rsag`` for every size, a registered
+    out-of-place all_reduce runs the push kernel and a registered in-place one the ``rsag`` zero-copy kernel, both
+    exact."""
+    from pymscclpp.algos.collection import ZERO_COPY
+    from pymscclpp.runtime.memory import alloc, view_as
+    comm.algorithms.table["all_reduce" + ZERO_COPY] = [(float("inf"), "push"), (float("inf"), "rsag")]
+    send, recv = view_as(alloc(4 * count), np.float32), view_as(alloc(4 * count), np.float32)
+    comm.register_buffer(send)
+    comm.register_buffer(recv)
+    for it, inplace in enumerate((False, True)):
+        send.copy_to_device(rank_data(comm.rank, count, "float32", it))
+        comm.all_reduce(send, None if inplace else recv)
+        cuda.synchronize()
+        comm.check_device_errors()
+        got = (send if inplace else recv).copy_to_host()
+        np.testing.assert_array_equal(got, expected_allreduce(comm.size, count, "float32", it, "sum"))
+        served = comm.last_algorithm("all_reduce")
+        want = ("rsag", "all_reduce_zero_copy_simple") if inplace else ("push", "all_reduce_push_zero_copy_simple")
+        assert (served.name, served.last_kernel) == want, (served.name, served.last_kernel)
+    comm.deregister_buffer(send)
+    comm.deregister_buffer(recv)
+
+
+def pushing_and_pulling_ranks(comm, state, count: int) -> str:
+    """Rank 0 registers its receive buffer and all_gathers with ``push``; rank 1 registers its send buffer and
+    all_gathers with ``simple``, whose zero-copy kernel pulls: both run zero-copy, but each would leave the other's
+    slot unmoved, so every rank raises CallMismatchError; the error's text."""
+    from pymscclpp.errors import CallMismatchError
+    from pymscclpp.runtime.memory import alloc, view_as
+    send, recv = view_as(alloc(4 * count), np.float32), view_as(alloc(8 * count), np.float32)
+    for algo in ("push", "simple"):  # both set up alike (staged), so only the kernels below differ
+        comm.all_gather(send, recv, algo=algo)
+    comm.register_buffer(recv if comm.rank == 0 else send)
+    try:
+        comm.all_gather(send, recv, algo="push" if comm.rank == 0 else "simple")
+        cuda.synchronize()
+        comm.check_device_errors()
+    except CallMismatchError as exc:
+        return str(exc)
+    raise AssertionError("a pushing all_gather met a pulling one and nothing failed")

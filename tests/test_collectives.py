@@ -205,7 +205,12 @@ _ZERO_COPY_EXCHANGES = [("all_gather", 2, 301, "float32", False, "simple", False
                         ("broadcast", 2, 1001, "float16", True, "simple", True),
                         ("broadcast", 3, 1003, "float32", True, "scatter_gather", False),
                         ("broadcast", 4, 333, "float16", True, "scatter_gather", True),
-                        ("broadcast", 3, 250, "int16", False, "simple", True)]
+                        ("broadcast", 3, 250, "int16", False, "simple", True),
+                        ("all_gather", 2, 301, "float32", False, "push", False),
+                        ("all_gather", 3, 130, "float16", True, "push", False),
+                        ("all_gather", 4, 77, "int32", False, "push", True),
+                        ("all_to_all", 2, 213, "bfloat16", False, "push", False),
+                        ("all_to_all", 3, 41, "float16", False, "push", True)]
 
 
 @pytest.mark.parametrize("collective,size,count,dtype,inplace,algo,captured", _ZERO_COPY_EXCHANGES)
@@ -220,3 +225,22 @@ def test_a_zero_copy_broadcast_meeting_staged_ones_fails_the_call_check_on_every
     assert "rank 1 called broadcast of 999 float32 from root 1 on registered buffers (zero-copy), rank 0 called " \
            "broadcast of 999 float32 from root 1:" in texts[1], texts
     assert all("CallMismatch" in t or "do not match" in t for t in texts), texts
+
+
+@pytest.mark.parametrize("collective,count,dtype,op,captured", [("all_reduce", 1003, "float32", "sum", False),
+                                                                ("all_reduce", 130, "bfloat16", "max", True),
+                                                                ("all_reduce", 77, "int32", "prod", False),
+                                                                ("reduce_scatter", 517, "float16", "sum", False),
+                                                                ("reduce_scatter", 301, "int32", "min", True)])
+def test_two_rank_reductions_by_writes_into_the_peers_output_are_exact(collective, count, dtype, op, captured):
+    pool(2).run(cases.reductions_pushed, collective=collective, count=count, dtype=dtype, op=op, captured=captured)
+
+
+def test_an_in_place_call_takes_the_next_zero_copy_row_when_push_cannot_serve_it():
+    pool(2).run(cases.in_place_calls_take_the_next_zero_copy_row, count=1001)
+
+
+def test_a_pushing_rank_meeting_a_pulling_one_fails_the_call_check_on_every_rank():
+    texts = _failing_run(cases.pushing_and_pulling_ranks, count=301)
+    assert "rank 0 called all_gather of 301 float32 on registered buffers (zero-copy, writing into peers' " \
+           "outputs), rank 1 called all_gather of 301 float32 on registered buffers (zero-copy):" in texts[0], texts

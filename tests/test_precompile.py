@@ -30,6 +30,11 @@ def _requested(comm, state) -> set:
     comm.all_to_all(buf, out_buf[:16], algo="simple")
     comm.broadcast(buf, root=0, algo="simple")
     comm.all_to_all(buf, out_buf[:16], send_counts=[8, 8], recv_counts=[8, 8])
+    comm.register_buffer(out_buf)  # the pushing kernels write into peers' receive buffers
+    comm.all_gather(buf, out_buf, algo="push")
+    comm.all_to_all(buf, out_buf[:16], algo="push")
+    comm.all_reduce(buf, out_buf[:16], algo="push")
+    comm.reduce_scatter(buf, out_buf[:8], algo="push")
     cuda.synchronize()
     out = set()
     for collective in CALLS:
@@ -38,6 +43,7 @@ def _requested(comm, state) -> set:
             if isinstance(algo, (OneShot, Exchange)):
                 out |= {(launch.kernel.py_func.__name__, repr(launch.argtypes)) for launch in algo.kernel_launches()}
     comm.deregister_buffer(buf)
+    comm.deregister_buffer(out_buf)
     return out
 
 

@@ -1,6 +1,6 @@
 """The all-gather and all-to-all kernel: one exchange, a per-peer send stride apart, the protocol a
 compile-time parameter (one body, an entry kernel per protocol); and its zero-copy form, reading peers' mapped
-send buffers.
+send buffers or writing peers' mapped receive buffers (the direction a compile-time parameter too).
 ``chans[j]`` is the channel to the j-th peer in rank order: its ``dst`` is that peer's scratch, ``scratch`` our
 own.
 """
@@ -61,10 +61,12 @@ def exchange_simple(chans, call_check, fingerprint, inp, out, scratch, flags, nb
 
 
 @cuda.jit(device=True)
-def exchange_zero_copy(chans, call_check, fingerprint, ins, inp, out, nbytes, rank, nranks, send_stride):
-    """``exchange`` on send buffers mapped on every rank (``algos.windows``), no scratch: once every rank's input
-    is ready, each block reads its slice of ``ins[j].dst[rank * send_stride:][:nbytes]`` from every peer into that
-    peer's slot of ``out``; a second barrier ends the call when nobody reads our input any more."""
+def exchange_zero_copy(chans, call_check, fingerprint, mapped, inp, out, nbytes, rank, nranks, send_stride, push):
+    """``exchange`` on buffers mapped on every rank (``algos.windows``), no scratch: once every rank's buffers are
+    ready, each block moves its slice of every peer's slot, pulling ``mapped[j].dst[rank * send_stride:]`` (peers'
+    send buffers) into that peer's slot of ``out``, or with ``push`` writing ``inp[p * send_stride:]`` into slot
+    ``rank`` of ``mapped[j].dst`` (peers' receive buffers); a second barrier ends the call when every slot has
+    landed and nobody reads our input any more."""
     tid, nt = cuda.threadIdx.x, cuda.blockDim.x
     if not agree_and_meet(chans, call_check, fingerprint, rank, nranks):
         return
@@ -72,11 +74,22 @@ def exchange_zero_copy(chans, call_check, fingerprint, ins, inp, out, nbytes, ra
     if n > 0:
         copy_unless_same(out, rank * nbytes + at, inp, rank * send_stride + at, n, tid, nt)
         for j in range(nranks - 1):
-            prim.copy_bytes(out, peer_rank(j, rank) * nbytes + at, ins[j].dst, rank * send_stride + at, n, tid, nt)
+            p = peer_rank(j, rank)
+            if push:
+                prim.copy_bytes(mapped[j].dst, rank * nbytes + at, inp, p * send_stride + at, n, tid, nt)
+            else:
+                prim.copy_bytes(out, p * nbytes + at, mapped[j].dst, rank * send_stride + at, n, tid, nt)
     signal_and_wait_all(chans, nranks)
 
 
 @cuda.jit(cache=True, **SIMPLE_LIMITS)
 def exchange_zero_copy_simple(chans, call_check, fingerprint, ins, inp, out, nbytes, rank, nranks, send_stride):
-    """``exchange_zero_copy`` (simple protocol)."""
-    exchange_zero_copy(chans, call_check, fingerprint, ins, inp, out, nbytes, rank, nranks, send_stride)
+    """``exchange_zero_copy`` pulling from peers' send buffers ``ins`` (simple protocol)."""
+    exchange_zero_copy(chans, call_check, fingerprint, ins, inp, out, nbytes, rank, nranks, send_stride, False)
+
+
+@cuda.jit(cache=True, **SIMPLE_LIMITS)
+def exchange_push_zero_copy_simple(chans, call_check, fingerprint, outs, inp, out, nbytes, rank, nranks,
+                                   send_stride):
+    """``exchange_zero_copy`` pushing into peers' receive buffers ``outs`` (simple protocol)."""
+    exchange_zero_copy(chans, call_check, fingerprint, outs, inp, out, nbytes, rank, nranks, send_stride, True)

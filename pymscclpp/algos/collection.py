@@ -5,7 +5,8 @@ The table maps a collective to ``[(max_bytes, algorithm name), ...]`` in ascendi
 nccl-tests (all_gather counts the gathered output, reduce_scatter and all_to_all the send buffer). The table's
 choice is used when it can serve the call; otherwise the first registered algorithm that can. Rows under
 ``collective + ZERO_COPY`` name what serves a call that runs zero-copy (its buffers registered, or captured into a
-graph) where that beats the staged choice. An algorithm is set up (collectively) on first use; the choice per
+graph) where that beats the staged choice: the first row covering the size whose algorithm can serve the call
+(a row for out-of-place calls may come before one for any call). An algorithm is set up (collectively) on first use; the choice per
 call shape is remembered, so a repeated call costs one lookup.
 """
 
@@ -25,6 +26,7 @@ from .exchange import EXCHANGED, Exchange
 from .exchange_port import CrossHostExchange
 from .exchange_reduce import ShardedReduce
 from .oneshot import BY_COLLECTIVE, PACKET_MAX, AllReduce
+from .push import PUSH
 from .twoshot import TWO_STEP
 from .twoshot_packet import AllReduceTwoShotPacket
 from .zero_copy import ZeroCopy
@@ -68,6 +70,8 @@ def builtin_factories() -> dict[tuple[str, str], Callable[[], Algorithm]]:
     for collective, cls in TWO_STEP.items():
         out[collective, TWO_STEP_NAMES[collective]] = lambda cls=cls, n=TWO_STEP_NAMES[collective]: \
             cls(n, "simple", *grid["simple"])
+    for collective, cls in PUSH.items():
+        out[collective, "push"] = lambda cls=cls: cls("push", "simple", *grid["simple"])
     for collective in BY_COLLECTIVE:  # ranks on several hosts: the one-shot kernels need one host, these do not
         out[collective, "cross_host_packet"] = lambda c=collective: CrossHost("cross_host_packet", c, "packet",
                                                                               64 << 10)
@@ -205,8 +209,9 @@ class AlgorithmCollection:
         return choice
 
     def _choose(self, call: Call, forced: str | None) -> Choice:
-        """(the algorithm of ``call``'s shape, the one its zero-copy rows name when that differs: set up now, so
-        that a captured call of the shape sets up nothing)."""
+        """(the algorithm of ``call``'s shape, the one its zero-copy rows name when that differs: the first row
+        covering the size whose algorithm can serve the call, set up now, so that a captured call of the shape sets
+        up nothing)."""
         if forced is not None:
             algo = self.get(call.collective, forced)
             why = algo.why_not(self.comm, call)
@@ -214,13 +219,16 @@ class AlgorithmCollection:
                 raise InvalidUsageError(f"{call.collective} algorithm {forced!r} cannot serve this call: {why}")
             return algo, None
         algo = self._first_able(call)
-        name = next((n for limit, n in self.table.get(call.collective + ZERO_COPY, ())
-                     if call.message_bytes <= limit), algo.name)
-        if name == algo.name or any(c == call.collective for c, _ in self._preferred):
+        if any(c == call.collective for c, _ in self._preferred):
             return algo, None
-        candidate = self._candidate(call.collective, name)
-        if isinstance(candidate, ZeroCopy) and candidate.why_not(self.comm, call) is None:
-            return algo, self.get(call.collective, name)
+        for limit, name in self.table.get(call.collective + ZERO_COPY, ()):
+            if call.message_bytes > limit:
+                continue
+            if name == algo.name:
+                return algo, None
+            candidate = self._candidate(call.collective, name)
+            if isinstance(candidate, ZeroCopy) and candidate.why_not(self.comm, call) is None:
+                return algo, self.get(call.collective, name)
         return algo, None
 
     def _candidate(self, collective: str, name: str) -> Algorithm:

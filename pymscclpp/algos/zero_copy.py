@@ -33,6 +33,7 @@ class ZeroCopy:
     Subclasses name the buffers a call needs in windows, the kernel's arguments and what it takes per call."""
 
     zero_copy_kernel = None
+    pushes = False  # the kernel writes into peers' outputs (its fingerprint says so, ``fingerprint.zero_copy``)
 
     def setup(self, comm) -> None:
         super().setup(comm)
@@ -110,7 +111,7 @@ class ZeroCopy:
 
     def _bind_zero_copy(self, launch: Launch, call: Call) -> None:
         self.bind_zero_copy(launch, call)
-        launch.set_int("fingerprint", zero_copy(self.check.fingerprint(call)))
+        launch.set_int("fingerprint", zero_copy(self.check.fingerprint(call), self.pushes))
         launch.set_int("nbytes", call.peer_bytes)
 
 

@@ -5,7 +5,8 @@ root (rooted collectives; saturating at 2047), 51-53 the op (1 + its index in ``
 index in ``DTYPES``; 0 an unlisted dtype, whose count is then in bytes), 59-62 the collective (1 + its index
 in ``COLLECTIVES``; ``send_recv`` and ``all_to_allv`` describe what one rank sends one peer, ``algos.exchange``).
 Never 0, which kernels read as "check off". A call that runs zero-copy (``zero_copy``) says so: collectives
-without a root in their root field (``REGISTERED``), broadcast, which reduces nothing, in its op field, so ranks
+without a root in their root field (``REGISTERED``; ``PUSHED`` for a kernel that writes into peers' outputs
+where another reads peers' inputs), broadcast, which reduces nothing, in its op field, so ranks
 that disagree on it (one registered the buffers it calls with, another did not) fail the check. A zero-copy
 send/recv pair descriptor (``zero_copy_pair``) is marked in its op field, its registration in its root field.
 """
@@ -28,6 +29,7 @@ _DTYPE_AT = _OP_AT + OP_BITS
 _COLLECTIVE_AT = _DTYPE_AT + DTYPE_BITS
 _DTYPE_NAMES = tuple(DTYPES)
 REGISTERED = 1 << _ROOT_AT  # OR-ed into a zero-copy call's fingerprint (not a rooted one's)
+PUSHED = 2 << _ROOT_AT  # instead, for a zero-copy call whose kernel writes into peers' outputs
 _ZERO_COPY_OP = (1 << OP_BITS) - 1  # the op field of a zero-copy broadcast's fingerprint (no op has this code)
 _OP_MASK = _ZERO_COPY_OP << _OP_AT
 _ROOT_MASK = ((1 << ROOT_BITS) - 1) << _ROOT_AT
@@ -59,15 +61,16 @@ def pack(collective: str, nbytes: int, dtype: str, op: str, root: int) -> int:
             | _field(root, ROOT_BITS) << _ROOT_AT | _field(count, COUNT_BITS))
 
 
-def zero_copy(fp: int) -> int:
-    """``fp`` marked as a call that runs zero-copy (0, the check off, stays 0)."""
+def zero_copy(fp: int, pushes: bool = False) -> int:
+    """``fp`` marked as a call that runs zero-copy (0, the check off, stays 0); ``pushes``: by writes into peers'
+    outputs (a rank pulling and a rank pushing would each leave the other's part unmoved)."""
     if not fp:
         return 0
     if unpack(fp).collective == "broadcast":
         return fp & ~_OP_MASK | _ZERO_COPY_OP << _OP_AT
     if unpack(fp).collective in ROOTED:
         raise ValueError(f"{unpack(fp).collective} has no zero-copy mark")
-    return fp | REGISTERED
+    return fp | (PUSHED if pushes else REGISTERED)
 
 
 def zero_copy_pair(fp: int, serial: int) -> int:
@@ -85,7 +88,7 @@ def zero_copy_pair(fp: int, serial: int) -> int:
 def is_zero_copy(fp: int) -> bool:
     """Whether ``fp`` is marked by ``zero_copy`` or ``zero_copy_pair``."""
     in_op = unpack(fp).collective in ROOTED or unpack(fp).collective == "send_recv"
-    return (fp & _OP_MASK) == _ZERO_COPY_OP << _OP_AT if in_op else bool(fp & REGISTERED)
+    return (fp & _OP_MASK) == _ZERO_COPY_OP << _OP_AT if in_op else bool(fp & (REGISTERED | PUSHED))
 
 
 def unpack(fp: int) -> Fingerprint:
@@ -111,7 +114,9 @@ def describe(fp: int) -> str:
     if f.collective in ROOTED:
         text += f" {'to' if f.collective in ('reduce', 'gather') else 'from'} root {f.root}"
     if is_zero_copy(fp):
-        text += " on registered buffers (zero-copy)"
+        pushed = unpack(fp).collective not in ROOTED and fp & PUSHED
+        text += " on registered buffers (zero-copy, writing into peers' outputs)" if pushed else \
+            " on registered buffers (zero-copy)"
     return text
 
 

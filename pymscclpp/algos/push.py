@@ -1,0 +1,103 @@
+"""Zero-copy algorithms by writes: each rank writes what peers need straight into their mapped receive buffers
+(``allgather_kernels`` pushing, ``pair_kernels``), where the other zero-copy kernels read peers' send buffers. A
+write over NVLink is posted while a read waits a round trip, so pushes keep more bytes in flight per thread. Not
+registered or captured, each runs its staged parent's kernel.
+"""
+
+from __future__ import annotations
+
+from ..runtime.launch import Launch
+from . import allgather_kernels, pair_kernels
+from .algorithm import OUT_OF_PLACE, Call, CallBuffer, Constraint
+from .oneshot import AllGather
+from .twoshot import AllReduceTwoShot, ReduceScatterRead
+from .zero_copy import kernel_argtypes
+
+
+class Pushing:
+    """Mixin before a ``ZeroCopy`` family: its window is the call's receive buffer (``recv_bytes`` of it on every
+    rank), and the kernel takes the peers' mapped receive buffers as ``outs``, ours as ``out`` and the call's send
+    buffer as ``inp``."""
+
+    pushes = True
+    zero_copy_ints: tuple = ()  # the kernel's per-call integers after ``nranks``
+
+    def recv_bytes(self, call: Call) -> int:
+        """Bytes of the receive buffer a call's peers write into."""
+        return call.peer_bytes
+
+    def send_bytes(self, call: Call) -> int:
+        """Bytes of the send buffer a call's kernel reads."""
+        return call.peer_bytes
+
+    def window_buffers(self, call: Call) -> tuple[tuple[CallBuffer, int], ...] | None:
+        return ((call.recv, self.recv_bytes(call)),)
+
+    def zero_copy_args(self, windows: tuple) -> dict:
+        (got,) = windows
+        base = self.kernel_launch.values
+        args = {"chans": base["chans"], "call_check": base["call_check"], "fingerprint": 0, "outs": got.handles,
+                "inp": base["inp"], "out": got.local, "nbytes": 0, "rank": self.rank, "nranks": self.nranks}
+        return {**args, **dict.fromkeys(self.zero_copy_ints, 0)}
+
+    def bind_zero_copy(self, launch: Launch, call: Call) -> None:
+        """The input is any buffer: this call's (and the family's own per-call integers)."""
+        super().bind_zero_copy(launch, call)
+        launch.set_buffer("inp", call.send.ptr, self.send_bytes(call), call.send.array)
+
+
+class AllGatherPush(Pushing, AllGather):
+    """All-gather writing our slot into every peer's mapped output (the staged call: the one-shot exchange)."""
+
+    zero_copy_kernel = allgather_kernels.exchange_push_zero_copy_simple
+    zero_copy_ints = ("send_stride",)
+
+    def recv_bytes(self, call: Call) -> int:
+        return call.peer_bytes * self.nranks
+
+    def send_bytes(self, call: Call) -> int:
+        return call.peer_bytes * (self.nranks if self.send_all else 1)
+
+
+class AllToAllPush(AllGatherPush):
+    """All-to-all writing send slot p into rank p's mapped output at our slot; out of place only (in place, a
+    rank would overwrite the slot a peer is still sending from)."""
+
+    collective = "all_to_all"
+    send_all = True
+    buffer_mode = OUT_OF_PLACE
+
+
+class ReduceScatterPush(Pushing, ReduceScatterRead):
+    """Reduce-scatter of two ranks by writes (``pair_kernels``); out of place only (the peer's output would be
+    the slot of its input it still reduces)."""
+
+    zero_copy_kernel = pair_kernels.reduce_scatter_push_zero_copy_simple
+    zero_copy_ints = ("kind", "op")
+    buffer_mode = OUT_OF_PLACE
+    constraint = Constraint(world_size=2, hosts=1)
+
+    def send_bytes(self, call: Call) -> int:
+        return call.peer_bytes * self.nranks
+
+    @classmethod
+    def zero_copy_argtypes(cls, nranks: int) -> tuple:
+        return kernel_argtypes(nranks, 1, 5)
+
+
+class AllReducePush(Pushing, AllReduceTwoShot):
+    """All-reduce of two ranks by writes (``pair_kernels``); out of place only (the peer's output would be its
+    input)."""
+
+    zero_copy_kernel = pair_kernels.all_reduce_push_zero_copy_simple
+    zero_copy_ints = ("kind", "op")
+    buffer_mode = OUT_OF_PLACE
+    constraint = Constraint(world_size=2, hosts=1)
+
+    @classmethod
+    def zero_copy_argtypes(cls, nranks: int) -> tuple:
+        return kernel_argtypes(nranks, 1, 5)
+
+
+PUSH = {"all_gather": AllGatherPush, "all_to_all": AllToAllPush, "reduce_scatter": ReduceScatterPush,
+        "all_reduce": AllReducePush}

@@ -2,6 +2,7 @@
 # Every collective against the memory floor on one GPU shared by NP ranks under CUDA MPS (docs/performance.md):
 # CUDA graph of ITERS calls, bf16 sum, median of REPS replays, the slowest rank; checked against the expected
 # result at every size. Usage: bash bench/floor.sh OUTDIR   (NPS="2 8", OPS, SIZES="-b 1K -e 256M -f 4", ALGO=name,
+# DTYPE=bfloat16,
 # REGISTER=1: the buffers registered with the communicator first, for zero-copy all-reduce)
 set -u
 out=${1:?usage: bench/floor.sh OUTDIR}
@@ -19,7 +20,7 @@ for np in ${NPS:-2 8}; do
     timeout -k 10 "${STEP_TIMEOUT:-240}" mpirun -np "$np" --oversubscribe --bind-to none -x CUDA_VISIBLE_DEVICES \
       -x CUDA_MPS_PIPE_DIRECTORY -x CUDA_MPS_ACTIVE_THREAD_PERCENTAGE python3 -m pymscclpp.bench --op "$op" \
       ${SIZES:--b 1K -e 256M -f 4} --graph --iters "${ITERS:-20}" --reps "${REPS:-15}" --check --compare floor \
-      ${ALGO:+--algo $ALGO} ${REGISTER:+--register} --json "$out/${op}_np${np}${ALGO:+_$ALGO}${REGISTER:+_reg}.json" 2>&1 | tee "$out/${op}_np${np}${ALGO:+_$ALGO}${REGISTER:+_reg}.log" \
+      ${ALGO:+--algo $ALGO} ${DTYPE:+--dtype $DTYPE} ${REGISTER:+--register} --json "$out/${op}_np${np}${ALGO:+_$ALGO}${DTYPE:+_$DTYPE}${REGISTER:+_reg}.json" 2>&1 | tee "$out/${op}_np${np}${ALGO:+_$ALGO}${DTYPE:+_$DTYPE}${REGISTER:+_reg}.log" \
       | grep -E "^ *[0-9]|^#|Error|error" | grep -v Warning
     echo quit | timeout 15 nvidia-cuda-mps-control >/dev/null 2>&1
     sleep 1

@@ -1,7 +1,8 @@
 """Reduction primitives: ``dst = a (op) b`` over bytes holding elements of one dtype, 16 bytes per step.
 
 Data stays in u32 words: each word holds one f32/i32, two f16/bf16 or four u8 elements, combined
-lane by lane in float32 (f16, bf16: rounded back to nearest even) or integer arithmetic. Buffers are
+lane by lane in float32 (f16, bf16: rounded back to nearest even; sums by one packed instruction, ``packed``) or
+integer arithmetic. Buffers are
 uint8 arrays addressed by byte offsets, like ``primitives.copy_bytes``; reused by every algorithm.
 """
 
@@ -10,6 +11,7 @@ from __future__ import annotations
 import numpy as np
 from numba import cuda
 
+from .packed import add_bf16x2, add_f16x2, has_bf16x2
 from .primitives import (LL16_BYTES, LL16_DATA, data_word, gather_word, put_word, scatter_word,
                          read_packet_ll16_from)
 from .ptx import (address_of, f16_to_f32, f32_as_u32, f32_to_f16, load_u32, load_v4, store_u32,
@@ -71,11 +73,16 @@ def combine_word(a, b, kind, op):
     bits, so every path says so: callers then pass u32 words alone, and this compiles once per kernel)."""
     if kind == F32:
         return f32_as_u32(_apply(u32_as_f32(a), u32_as_f32(b), op))
+    summed = op == SUM or op == AVG
     if kind == BF16:
+        if summed and has_bf16x2():
+            return add_bf16x2(a, b)
         lo = _apply(u32_as_f32(a << np.uint32(16)), u32_as_f32(b << np.uint32(16)), op)
         hi = _apply(u32_as_f32(a & _HI16), u32_as_f32(b & _HI16), op)
         return np.uint32(_bf16_bits(lo) | (_bf16_bits(hi) << np.uint32(16)))
     if kind == F16:
+        if summed:
+            return add_f16x2(a, b)
         lo = _apply(f16_to_f32(a & _LO16), f16_to_f32(b & _LO16), op)
         hi = _apply(f16_to_f32(a >> np.uint32(16)), f16_to_f32(b >> np.uint32(16)), op)
         return np.uint32(f32_to_f16(lo) | (f32_to_f16(hi) << np.uint32(16)))

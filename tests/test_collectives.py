@@ -244,3 +244,16 @@ def test_a_pushing_rank_meeting_a_pulling_one_fails_the_call_check_on_every_rank
     texts = _failing_run(cases.pushing_and_pulling_ranks, count=301)
     assert "rank 0 called all_gather of 301 float32 on registered buffers (zero-copy, writing into peers' " \
            "outputs), rank 1 called all_gather of 301 float32 on registered buffers (zero-copy):" in texts[0], texts
+
+
+def test_zero_copy_kernels_with_the_check_off_meet_by_a_barrier_and_are_exact():
+    from rankpool import RankPool
+    unchecked = RankPool(2, env={"PYMSCCLPP_TIMEOUT_S": "30", "PYMSCCLPP_CHECK": "0"})
+    try:
+        unchecked.run(cases.all_reduce_registered, count=1003, dtype="float32", seed=5, inplace=False)
+        unchecked.run(cases.exchanges_zero_copy, collective="all_to_all", count=213, dtype="float32", inplace=False,
+                      algo="push", captured=False)
+        unchecked.run(cases.reductions_pushed, collective="reduce_scatter", count=301, dtype="int32", op="sum",
+                      captured=False)
+    finally:
+        unchecked.close()

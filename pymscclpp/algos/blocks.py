@@ -54,12 +54,16 @@ def agreed_before_receiving(proto, call_check, fingerprint, rank, nranks):
 
 @cuda.jit(device=True)
 def agree_and_meet(chans, call_check, fingerprint, rank, nranks):
-    """The start of a zero-copy kernel: post the call's fingerprint and, once every rank's call agrees, meet every
-    peer (their buffers are ready to be read and written); False, with nothing touched, when the calls differ."""
+    """The start of a zero-copy kernel: post the call's fingerprint and, once every rank's call agrees, go on with
+    every peer's buffers ready to be read and written; False, with nothing touched, when the calls differ. Every
+    block has then read every peer's fingerprint of this call, which a peer posts once its kernel has started
+    (so the work before it on its stream is done, and its last call's final barrier passed): that is the meeting.
+    With the check off (``fingerprint`` 0) the block meets every peer by a barrier instead."""
     begin_call(call_check, fingerprint, rank, nranks)
     if not calls_agree(call_check, fingerprint, rank, nranks):
         return False
-    signal_and_wait_all(chans, nranks)
+    if fingerprint == 0:
+        signal_and_wait_all(chans, nranks)
     return True
 
 

@@ -41,7 +41,7 @@ def default_table(nranks: int) -> dict:
     """The built-in selection table for ``nranks`` ranks, from one H200 shared by the ranks (docs/performance.md):
     packets for small messages; above, the two-step kernels from 3 ranks up (from 64 KB at 8 ranks, where the
     one-shot packets move 7x the bytes), and at 2 ranks the one-shot simple kernels, except a two-shot all-reduce
-    from 16 MB; for calls that run zero-copy, the two-step all-reduce from 256 KB and reduce-scatter from 16 MB."""
+    from 16 MB; for calls that run zero-copy, the two-step all-reduce from 256 KB and reduce-scatter from 4 MB."""
     packet_max = 64 << 10 if nranks >= 8 else 256 << 10
     if nranks <= 2:
         ar = [(16 << 10, "packet"), (256 << 10, "packet_wide"), (16 << 20, "simple"), (_INF, "rsag")]
@@ -50,7 +50,7 @@ def default_table(nranks: int) -> dict:
     table = {"all_reduce": ar, **{c: [(_INF, "exchange")] for c in EXCHANGED}}
     if nranks <= 2:
         table["all_reduce" + ZERO_COPY] = [(256 << 10, "packet_wide"), (_INF, "rsag")]
-        table["reduce_scatter" + ZERO_COPY] = [(256 << 10, "packet"), (16 << 20, "simple"), (_INF, "read")]
+        table["reduce_scatter" + ZERO_COPY] = [(256 << 10, "packet"), (4 << 20, "simple"), (_INF, "read")]
     for name in BY_COLLECTIVE:
         if name != "all_reduce":
             two_step = name in TWO_STEP and nranks > 2

@@ -231,7 +231,8 @@ def test_a_zero_copy_broadcast_meeting_staged_ones_fails_the_call_check_on_every
                                                                 ("all_reduce", 130, "bfloat16", "max", True),
                                                                 ("all_reduce", 77, "int32", "prod", False),
                                                                 ("reduce_scatter", 517, "float16", "sum", False),
-                                                                ("reduce_scatter", 301, "int32", "min", True)])
+                                                                ("reduce_scatter", 301, "int32", "min", True),
+                                                                ("all_reduce", 501, "float32", "avg", False)])
 def test_two_rank_reductions_by_writes_into_the_peers_output_are_exact(collective, count, dtype, op, captured):
     pool(2).run(cases.reductions_pushed, collective=collective, count=count, dtype=dtype, op=op, captured=captured)
 

@@ -1,7 +1,7 @@
 """Zero-copy algorithms by writes: each rank writes what peers need straight into their mapped receive buffers
 (``allgather_kernels`` pushing, ``pair_kernels``), where the other zero-copy kernels read peers' send buffers. A
-write over NVLink is posted while a read waits a round trip, so pushes keep more bytes in flight per thread. Not
-registered or captured, each runs its staged parent's kernel.
+write over NVLink is posted while a read waits a round trip (on one GPU under MPS they measured no faster, so the
+defaults keep the pulls: docs/performance.md). Not registered or captured, each runs its staged parent's kernel.
 """
 
 from __future__ import annotations

@@ -333,9 +333,10 @@ def _exchange_expected(comm, collective: str, count: int, dtype: str, seed: int,
 def exchanges_zero_copy(comm, state, collective: str, count: int, dtype: str, inplace: bool, algo: str,
                         captured: bool, repeat: int = 2) -> None:
     """all_gather, all_to_all (out of place) and broadcast with ``algo`` on registered buffers (the send and
-    receive buffers, in place the receive buffer; broadcast: the root's send buffer and the others' receive buffer), or on unregistered ones while their
-    stream is captured (the capture check forced true, as the simulator has no graphs), run their zero-copy
-    kernel and equal the NumPy result on every rank, call after call, the send buffer untouched."""
+    receive buffers, in place the receive buffer; broadcast: the root's send buffer and the others' receive
+    buffer), or on unregistered ones while their stream is captured (the capture check forced true, as the
+    simulator has no graphs), run their zero-copy kernel and equal the NumPy result on every rank, call after
+    call, the send buffer untouched."""
     from pymscclpp.algos import zero_copy
     n, r = comm.size, comm.rank
     root = 1 % n

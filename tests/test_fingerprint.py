@@ -58,6 +58,20 @@ def test_the_zero_copy_mark_differs_from_every_unmarked_call_and_keeps_the_field
     assert fpr.zero_copy(0) == 0
 
 
+@pytest.mark.parametrize("collective", ["all_reduce", "reduce_scatter", "all_gather", "all_to_all"])
+def test_a_pushing_zero_copy_call_differs_from_a_pulling_one_and_says_so(collective):
+    fp = fpr.pack(collective, 4096, "float32", "sum", 0)
+    pushed, pulled = fpr.zero_copy(fp, pushes=True), fpr.zero_copy(fp)
+    assert pushed not in (fp, pulled) and fpr.is_zero_copy(pushed)
+    assert fpr.unpack(pushed)[:2] == fpr.unpack(fp)[:2]
+    assert fpr.describe(pushed) == fpr.describe(fp) + " on registered buffers (zero-copy, writing into peers' outputs)"
+
+
+def test_a_send_recv_descriptor_of_registration_1_is_not_read_as_pushing():
+    marked = fpr.zero_copy_pair(fpr.pack("send_recv", 4096, "float32", "sum", 77), 1)  # root field 2, as PUSHED
+    assert fpr.describe(marked).endswith(" on registered buffers (zero-copy)")
+
+
 def test_a_zero_copy_send_recv_descriptor_differs_from_staged_ones_and_by_registration():
     plain = {fpr.pack("send_recv", 4096, "float32", "sum", digest) for digest in range(2048)}
     marks = {}

@@ -87,8 +87,15 @@ def zero_copy_pair(fp: int, serial: int) -> int:
 
 def is_zero_copy(fp: int) -> bool:
     """Whether ``fp`` is marked by ``zero_copy`` or ``zero_copy_pair``."""
-    in_op = unpack(fp).collective in ROOTED or unpack(fp).collective == "send_recv"
-    return (fp & _OP_MASK) == _ZERO_COPY_OP << _OP_AT if in_op else bool(fp & (REGISTERED | PUSHED))
+    if _marked_in_op(fp):
+        return (fp & _OP_MASK) == _ZERO_COPY_OP << _OP_AT
+    return bool(fp & (REGISTERED | PUSHED))
+
+
+def _marked_in_op(fp: int) -> bool:
+    """Whether ``fp``'s zero-copy mark is in its op field (rooted collectives, send/recv pair descriptors, whose
+    root field means something else), not in its root field."""
+    return unpack(fp).collective in ROOTED or unpack(fp).collective == "send_recv"
 
 
 def unpack(fp: int) -> Fingerprint:
@@ -114,7 +121,7 @@ def describe(fp: int) -> str:
     if f.collective in ROOTED:
         text += f" {'to' if f.collective in ('reduce', 'gather') else 'from'} root {f.root}"
     if is_zero_copy(fp):
-        pushed = unpack(fp).collective not in ROOTED and fp & PUSHED
+        pushed = not _marked_in_op(fp) and fp & PUSHED
         text += " on registered buffers (zero-copy, writing into peers' outputs)" if pushed else \
             " on registered buffers (zero-copy)"
     return text

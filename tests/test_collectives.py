@@ -258,3 +258,22 @@ def test_zero_copy_kernels_with_the_check_off_meet_by_a_barrier_and_are_exact():
                       captured=False)
     finally:
         unchecked.close()
+
+
+@settings(max_examples=10, deadline=None, suppress_health_check=list(HealthCheck))
+@given(collective=st.sampled_from(["all_gather", "all_to_all"]), size=st.sampled_from([2, 3, 4]),
+       count=st.integers(1, 300), dtype=st.sampled_from(DTYPES + ["bfloat16"]), inplace=st.booleans(),
+       captured=st.booleans())
+def test_pushed_gathers_and_all_to_alls_equal_numpy_for_any_size_dtype_and_mode(collective, size, count, dtype,
+                                                                             inplace, captured):
+    inplace = inplace and collective == "all_gather"  # a pushed all_to_all runs out of place only
+    pool(size).run(cases.exchanges_zero_copy, collective=collective, count=count, dtype=dtype, inplace=inplace,
+                   algo="push", captured=captured)
+
+
+@settings(max_examples=10, deadline=None, suppress_health_check=list(HealthCheck))
+@given(collective=st.sampled_from(["all_reduce", "reduce_scatter"]), count=st.integers(1, 700),
+       dtype=st.sampled_from(DTYPES + ["bfloat16"]), op=st.sampled_from(["sum", "min", "max", "prod"]),
+       captured=st.booleans())
+def test_two_rank_pushed_reductions_equal_numpy_for_any_count_dtype_and_op(collective, count, dtype, op, captured):
+    pool(2).run(cases.reductions_pushed, collective=collective, count=count, dtype=dtype, op=op, captured=captured)

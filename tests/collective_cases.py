@@ -398,7 +398,8 @@ def broadcast_registered_on_the_root_only(comm, state, count: int) -> str:
 def selection_follows_the_zero_copy_rows(comm, state, count: int) -> None:
     """A call that runs zero-copy (registered buffers) is served by what the table's zero-copy rows name (here
     all_reduce: ``rsag``, reduce_scatter: ``read`` at every size), exactly; the same shape on buffers that are not
-    registered keeps the staged choice (the table's packet kernels at this size)."""
+    registered keeps the staged choice (the table's packet kernels at this size), and so does a registered one whose
+    size falls in a row naming a staged kernel."""
     from pymscclpp.algos.collection import ZERO_COPY
     from pymscclpp.runtime.memory import alloc, view_as
     n, r, part = comm.size, comm.rank, count // comm.size
@@ -426,6 +427,21 @@ def selection_follows_the_zero_copy_rows(comm, state, count: int) -> None:
         else:
             assert {c: name for c, (name, _) in names.items()} == {"all_reduce": "packet",
                                                                     "reduce_scatter": "packet"}, names
+    count *= 2  # a new call shape: its choice is made under the new rows
+    comm.algorithms.table["all_reduce" + ZERO_COPY] = [(4 * count, "packet_wide"), (float("inf"), "rsag")]
+    comm.algorithms.table["reduce_scatter" + ZERO_COPY] = [(4 * count, "simple"), (float("inf"), "read")]
+    send, recv = view_as(alloc(4 * count), np.float32), view_as(alloc(4 * count), np.float32)
+    comm.register_buffer(send)
+    comm.register_buffer(recv)
+    send.copy_to_device(rank_data(r, count, "float32", 3))
+    comm.all_reduce(send, recv)
+    comm.reduce_scatter(send, recv[r * 2 * part:(r + 1) * 2 * part])
+    cuda.synchronize()
+    comm.check_device_errors()
+    np.testing.assert_array_equal(recv.copy_to_host()[r * 2 * part:(r + 1) * 2 * part],
+                                  expected_allreduce(n, count, "float32", 3, "sum")[r * 2 * part:(r + 1) * 2 * part])
+    names = {c: comm.last_algorithm(c).name for c in ("all_reduce", "reduce_scatter")}
+    assert names == {"all_reduce": "packet", "reduce_scatter": "packet"}, names  # a staged row: the staged choice
 
 
 def kept_calls_switch_to_zero_copy_when_captured(comm, state, count: int) -> None:

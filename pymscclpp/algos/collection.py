@@ -6,7 +6,8 @@ nccl-tests (all_gather counts the gathered output, reduce_scatter and all_to_all
 choice is used when it can serve the call; otherwise the first registered algorithm that can. Rows under
 ``collective + ZERO_COPY`` name what serves a call that runs zero-copy (its buffers registered, or captured into a
 graph) where that beats the staged choice: the first row covering the size whose algorithm can serve the call
-(a row for out-of-place calls may come before one for any call). An algorithm is set up (collectively) on first use; the choice per
+(a row for out-of-place calls may come before one for any call); a row naming a kernel that never runs zero-copy
+keeps such calls on the staged choice. An algorithm is set up (collectively) on first use; the choice per
 call shape is remembered, so a repeated call costs one lookup.
 """
 
@@ -227,8 +228,11 @@ class AlgorithmCollection:
             if name == algo.name:
                 return algo, None
             candidate = self._candidate(call.collective, name)
-            if isinstance(candidate, ZeroCopy) and candidate.why_not(self.comm, call) is None:
-                return algo, self.get(call.collective, name)
+            if candidate.why_not(self.comm, call) is not None:
+                continue
+            if not isinstance(candidate, ZeroCopy):  # a staged kernel beats zero-copy at this size
+                return algo, None
+            return algo, self.get(call.collective, name)
         return algo, None
 
     def _candidate(self, collective: str, name: str) -> Algorithm:

@@ -9,11 +9,10 @@ from __future__ import annotations
 
 from numba import cuda
 
-from ..callcheck.device import begin_call
 from ..channels import primitives as prim
 from ..channels.peers import peer_rank
-from .blocks import (agree_and_meet, agreed_before_receiving, agreed_before_sending, begin_and_send, copy_unless_same,
-                     end_round, receive, signal_and_wait_all, sync_round)
+from .blocks import (agree_and_meet, agreed_before_receiving, begin_and_send, copy_unless_same, end_round, open_call,
+                     receive, signal_and_wait_all, sync_round)
 from .protocols import PACKET, SIMPLE_LIMITS, SIMPLE, rounds, scale
 from .twoshot_kernels import shard_slice
 
@@ -26,11 +25,11 @@ def exchange(proto, chans, call_check, fingerprint, inp, out, scratch, flags, nb
     calls agree."""
     tid, nt = cuda.threadIdx.x, cuda.blockDim.x
     scratch_scale = scale(proto)
-    begin_call(call_check, fingerprint, rank, nranks)
-    if not agreed_before_sending(proto, call_check, fingerprint, rank, nranks):
+    flag, may_send = open_call(proto, call_check, fingerprint, flags, rank, nranks)
+    if not may_send:
         return
     for rd in range(rounds(proto, nbytes, slot_bytes)):
-        flag, half, lo, n, at = begin_and_send(proto, chans, flags, inp, nbytes, slot_bytes, rd, rank, nranks,
+        half, lo, n, at = begin_and_send(proto, chans, flag, inp, nbytes, slot_bytes, rd, rank, nranks,
                                                send_stride, tid, nt)
         if agreed_before_receiving(proto, call_check, fingerprint, rank, nranks):
             if n > 0:
@@ -41,7 +40,7 @@ def exchange(proto, chans, call_check, fingerprint, inp, out, scratch, flags, nb
                     p = peer_rank(j, rank)
                     receive(proto, out, p * nbytes + at, scratch, half + p * slot_bytes + scratch_scale * lo, n, tid,
                             nt, flag, chans[j])
-        end_round(flags, flag)
+        flag = end_round(flags, flag)
 
 
 @cuda.jit(cache=True)

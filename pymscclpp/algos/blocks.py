@@ -17,7 +17,16 @@ from ..channels.device_errors import OP_PACKET
 from ..channels.peers import peer_rank
 from ..channels.ptx import address_of
 from .protocols import PACKET, SIMPLE, scale
-from .shares import begin
+from .shares import begin, first_flag
+
+
+@cuda.jit(device=True)
+def open_call(proto, call_check, fingerprint, flags, rank, nranks):
+    """The start of a round-based kernel: (the block's first flag, whether it may send, ``agreed_before_sending``),
+    the flag loaded before the call's fingerprint is posted (``shares.first_flag``)."""
+    flag = first_flag(flags)
+    begin_call(call_check, fingerprint, rank, nranks)
+    return flag, agreed_before_sending(proto, call_check, fingerprint, rank, nranks)
 
 
 @cuda.jit(device=True)
@@ -106,10 +115,11 @@ def return_credit(proto, ch, rd, nrounds):
 
 @cuda.jit(device=True)
 def end_round(flags, flag):
-    """Store the block's flag once all its threads are done; the next round reads it."""
+    """Store the block's flag once all its threads are done (the next launch starts from it); the next round's."""
     cuda.syncthreads()
     mc.packet_flag_end(flags, flag)
     cuda.syncthreads()
+    return prim.next_flag(flag)
 
 
 @cuda.jit(device=True)
@@ -161,11 +171,11 @@ def sync_round(proto, chans, nranks):
 
 
 @cuda.jit(device=True)
-def begin_and_send(proto, chans, flags, inp, nbytes, slot_bytes, rd, rank, nranks, send_stride, tid, nthreads):
+def begin_and_send(proto, chans, flag, inp, nbytes, slot_bytes, rd, rank, nranks, send_stride, tid, nthreads):
     """``begin`` round ``rd`` and ``send_to_peers`` the block's slice into slot ``rank`` of every peer's scratch;
-    (flag, scratch half, first byte within the round, byte count, first byte of the buffer)."""
-    flag, half, lo, n, at = begin(proto, flags, nbytes, slot_bytes, rd, nranks)
+    (scratch half, first byte within the round, byte count, first byte of the buffer)."""
+    half, lo, n, at = begin(proto, flag, nbytes, slot_bytes, rd, nranks)
     if n > 0:
         send_to_peers(proto, chans, half + rank * slot_bytes + scale(proto) * lo, inp, at, send_stride, rank, nranks,
                       n, tid, nthreads, flag)
-    return flag, half, lo, n, at
+    return half, lo, n, at

@@ -14,7 +14,7 @@ from ..channels.peers import peer_index
 from .blocks import (announce_round, await_round, copy_unless_same, end_round, first_credits, receive, return_credit,
                      send)
 from .protocols import PACKET, SIMPLE_LIMITS, SIMPLE, rounds, scale
-from .shares import begin
+from .shares import begin, first_flag
 
 
 @cuda.jit(device=True)
@@ -26,6 +26,7 @@ def broadcast(proto, chans, call_check, fingerprint, inp, out, scratch, flags, n
     b = cuda.blockIdx.x
     scratch_scale = scale(proto)
     nrounds = rounds(proto, nbytes, slot_bytes)
+    flag = first_flag(flags)
     begin_call(call_check, fingerprint, rank, nranks)
     if rank != root and tid == 0:
         first_credits(proto, chans[peer_index(root, rank)], nrounds)
@@ -35,7 +36,7 @@ def broadcast(proto, chans, call_check, fingerprint, inp, out, scratch, flags, n
     for rd in range(nrounds):
         # halves of ``nranks`` slots, as every one-shot algorithm sharing this scratch lays them out (the root uses
         # slot 0): a half is never reused by the very next launch, whichever algorithm that is
-        flag, half, lo, n, at = begin(proto, flags, nbytes, slot_bytes, rd, nranks)
+        half, lo, n, at = begin(proto, flag, nbytes, slot_bytes, rd, nranks)
         if rank == root:
             if tid < nranks - 1:
                 mc.wait(chans[tid], b)
@@ -51,7 +52,7 @@ def broadcast(proto, chans, call_check, fingerprint, inp, out, scratch, flags, n
             if n > 0:
                 receive(proto, out, at, scratch, half + scratch_scale * lo, n, tid, nt, flag, ch)
             return_credit(proto, ch, rd, nrounds)
-        end_round(flags, flag)
+        flag = end_round(flags, flag)
 
 
 @cuda.jit(cache=True)

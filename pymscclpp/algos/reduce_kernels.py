@@ -10,9 +10,7 @@ from __future__ import annotations
 
 from numba import cuda
 
-from ..callcheck.device import begin_call
-from .blocks import (agreed_before_receiving, agreed_before_sending, begin_and_send, end_round, receive_reduce,
-                     sync_round)
+from .blocks import agreed_before_receiving, begin_and_send, end_round, open_call, receive_reduce, sync_round
 from .protocols import PACKET, SIMPLE_LIMITS, SIMPLE, rounds, scale
 
 
@@ -23,18 +21,18 @@ def reduce(proto, chans, call_check, fingerprint, inp, out, scratch, flags, nbyt
     (simple; needs ``nranks >= 2``, one rank being a copy); nothing is reduced unless the ranks' calls agree."""
     tid, nt = cuda.threadIdx.x, cuda.blockDim.x
     scratch_scale = scale(proto)
-    begin_call(call_check, fingerprint, rank, nranks)
-    if not agreed_before_sending(proto, call_check, fingerprint, rank, nranks):
+    flag, may_send = open_call(proto, call_check, fingerprint, flags, rank, nranks)
+    if not may_send:
         return
     for rd in range(rounds(proto, nbytes, slot_bytes)):
-        flag, half, lo, n, at = begin_and_send(proto, chans, flags, inp, nbytes, slot_bytes, rd, rank, nranks,
+        half, lo, n, at = begin_and_send(proto, chans, flag, inp, nbytes, slot_bytes, rd, rank, nranks,
                                                send_stride, tid, nt)
         if agreed_before_receiving(proto, call_check, fingerprint, rank, nranks):
             sync_round(proto, chans, nranks)
             if n > 0:
                 receive_reduce(proto, out, at, inp, rank * send_stride + at, rank, scratch, half + scratch_scale * lo,
                                 slot_bytes, nranks, n, tid, nt, flag, kind, op, chans)
-        end_round(flags, flag)
+        flag = end_round(flags, flag)
 
 
 @cuda.jit(cache=True)

@@ -32,28 +32,21 @@ def round_share(nbytes, round_bytes, rd):
 
 
 @cuda.jit(device=True)
-def begin_packets(flags, nbytes, slot_bytes, slots):
-    """(flag, scratch half, first byte, byte count) of the calling block's packet launch over ``slots`` scratch
-    slots of ``slot_bytes``: the half alternates with the flag's parity."""
-    flag = mc.packet_flag_begin(flags)
-    lo, n = packet_share(nbytes)
-    return flag, (flag % 2) * slots * slot_bytes, lo, n
+def first_flag(flags):
+    """The calling block's flag for its launch's first round (``memory_channel.packet_flag_begin``). A kernel loads
+    it before it posts its call's fingerprint: the post's store would otherwise hold the load, and the first
+    sends with it, one memory round trip."""
+    return mc.packet_flag_begin(flags)
 
 
 @cuda.jit(device=True)
-def begin_round(flags, nbytes, round_bytes, rd, slots):
-    """(flag, scratch half, first byte within the round, byte count, first byte of the buffer) of the calling
-    block in round ``rd`` over ``slots`` scratch slots of ``round_bytes``."""
-    flag = mc.packet_flag_begin(flags)
-    lo, n = round_share(nbytes, round_bytes, rd)
-    return flag, (flag % 2) * slots * round_bytes, lo, n, rd * round_bytes + lo
-
-
-@cuda.jit(device=True)
-def begin(proto, flags, nbytes, slot_bytes, rd, slots):
-    """(flag, scratch half, first byte within the round, byte count, first byte of the buffer) of the calling
-    block in round ``rd`` over ``slots`` scratch slots."""
+def begin(proto, flag, nbytes, slot_bytes, rd, slots):
+    """(scratch half, first byte within the round, byte count, first byte of the buffer) of the calling block in
+    round ``rd`` (of flag ``flag``) over ``slots`` scratch slots of ``slot_bytes``: the half alternates with the
+    flag's parity; packets take the block's share of the whole call, simple rounds a slice of each round."""
+    half = (flag % 2) * slots * slot_bytes
     if proto == PACKET:
-        flag, half, lo, n = begin_packets(flags, nbytes, slot_bytes, slots)
-        return flag, half, lo, n, lo
-    return begin_round(flags, nbytes, slot_bytes, rd, slots)
+        lo, n = packet_share(nbytes)
+        return half, lo, n, lo
+    lo, n = round_share(nbytes, slot_bytes, rd)
+    return half, lo, n, rd * slot_bytes + lo

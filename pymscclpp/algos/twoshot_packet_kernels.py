@@ -25,8 +25,8 @@ def all_reduce_packet_two_shot(chans, call_check, fingerprint, inp, out, scratch
     """Two-shot all-reduce of ``nbytes`` (<= ``nranks * slot_bytes / 4``) in one hop of packets each way; block b
     of every rank owns the same slice of every shard. Packets go only into scratch until the ranks' calls agree."""
     tid, nt = cuda.threadIdx.x, cuda.blockDim.x
+    flag, half = begin_two_step(flags, nranks, slot_bytes)  # before the post (``shares.first_flag``)
     begin_call(call_check, fingerprint, rank, nranks)
-    flag, half = begin_two_step(flags, nranks, slot_bytes)
     wire = 2 * shard_bytes(nbytes, nranks)  # packet bytes of one shard
     results = half + nranks * wire  # the result area: slot s holds rank s's reduced shard
     for j in range(nranks - 1):

@@ -48,7 +48,8 @@ def copy_bytes(dst, dst_off, src, src_off, nbytes, tid, nthreads):
     destination byte, then 16-byte stores (of 16-byte loads when the source lines up too, else, from
     ``SHIFTED_MIN`` bytes, of 4-byte loads merged by shifts: uneven offsets copy at vector speed), single bytes
     after. The shifted loads read each source word once per vector that needs it: the word two vectors share
-    twice (L1 hits on a GPU; the simulator's traffic count sees up to 1.25x the bytes)."""
+    twice (L1 hits on a GPU; the simulator's traffic count sees up to 1.25x the bytes). A thread loads its first
+    head and tail bytes before its vectors, so the three parts cost one memory round trip, not three."""
     head = min(np.int64((np.uint64(16) - (address_of(dst, dst_off) & _U15)) & _U15), nbytes)
     shift = address_of(src, src_off + head) & _U15
     if shift != _ZERO and nbytes < SHIFTED_MIN:
@@ -57,15 +58,22 @@ def copy_bytes(dst, dst_off, src, src_off, nbytes, tid, nthreads):
         head = min(head + 16, nbytes)
     d0, s0 = dst_off + head, src_off + head
     nvec = (nbytes - head) // 16 if shift == _ZERO else max((nbytes - head) // 16 - 1, 0)
-    i = tid
-    while i < head:
-        dst[dst_off + i] = src[src_off + i]
-        i += nthreads
+    tail = head + nvec * 16
+    first_head = src[src_off + tid] if tid < head else np.uint8(0)
+    first_tail = src[src_off + tail + tid] if tail + tid < nbytes else np.uint8(0)
     if shift == _ZERO:
         copy_vectors(dst, d0, src, s0, nvec, tid, nthreads)
     else:
         copy_shifted(dst, d0, src, s0, nvec, tid, nthreads)
-    i = head + nvec * 16 + tid
+    if tid < head:
+        dst[dst_off + tid] = first_head
+    if tail + tid < nbytes:
+        dst[dst_off + tail + tid] = first_tail
+    i = tid + nthreads
+    while i < head:
+        dst[dst_off + i] = src[src_off + i]
+        i += nthreads
+    i = tail + tid + nthreads
     while i < nbytes:
         dst[dst_off + i] = src[src_off + i]
         i += nthreads
@@ -97,25 +105,34 @@ def copy_vectors(dst, dst_off, src, src_off, nvec, tid, nthreads):
 @cuda.jit(device=True)
 def copy_shifted(dst, dst_off, src, src_off, nvec, tid, nthreads):
     """``nvec`` 16-byte vectors to an aligned ``dst`` from a ``src`` that is not: five aligned 4-byte loads
-    (the 4-byte word holding the first byte, and the four after it) shifted into each vector."""
+    (the 4-byte word holding the first byte, and the four after it) shifted into each vector; four vectors (20
+    loads, as many bytes as ``copy_vectors``) in flight per thread."""
     r = address_of(src, src_off) & _U3
     bits = r * np.uint64(8)
     base = src_off - np.int64(r)
     i = tid
-    while i + nthreads < nvec:  # two vectors, ten loads in flight per thread
-        at, bt = base + i * 16, base + (i + nthreads) * 16
+    step = nthreads * 16
+    while i + 3 * nthreads < nvec:
+        at, d0 = base + i * 16, dst_off + i * 16
         a0, a1, a2, a3, a4 = load_words5(src, at)
-        b0, b1, b2, b3, b4 = load_words5(src, bt)
-        store_v4(dst, dst_off + i * 16, funnel(a0, a1, bits), funnel(a1, a2, bits), funnel(a2, a3, bits),
-                 funnel(a3, a4, bits))
-        store_v4(dst, dst_off + (i + nthreads) * 16, funnel(b0, b1, bits), funnel(b1, b2, bits),
-                 funnel(b2, b3, bits), funnel(b3, b4, bits))
-        i += 2 * nthreads
+        b0, b1, b2, b3, b4 = load_words5(src, at + step)
+        c0, c1, c2, c3, c4 = load_words5(src, at + 2 * step)
+        e0, e1, e2, e3, e4 = load_words5(src, at + 3 * step)
+        store_shifted(dst, d0, a0, a1, a2, a3, a4, bits)
+        store_shifted(dst, d0 + step, b0, b1, b2, b3, b4, bits)
+        store_shifted(dst, d0 + 2 * step, c0, c1, c2, c3, c4, bits)
+        store_shifted(dst, d0 + 3 * step, e0, e1, e2, e3, e4, bits)
+        i += 4 * nthreads
     while i < nvec:
         a0, a1, a2, a3, a4 = load_words5(src, base + i * 16)
-        store_v4(dst, dst_off + i * 16, funnel(a0, a1, bits), funnel(a1, a2, bits), funnel(a2, a3, bits),
-                 funnel(a3, a4, bits))
+        store_shifted(dst, dst_off + i * 16, a0, a1, a2, a3, a4, bits)
         i += nthreads
+
+
+@cuda.jit(device=True)
+def store_shifted(dst, off, w0, w1, w2, w3, w4, bits):
+    """The 16 bytes from bit ``bits`` of the five words ``w4:...:w0``, stored at aligned ``dst[off:]``."""
+    store_v4(dst, off, funnel(w0, w1, bits), funnel(w1, w2, bits), funnel(w2, w3, bits), funnel(w3, w4, bits))
 
 
 @cuda.jit(device=True)

@@ -25,13 +25,13 @@ def exchange(proto, chans, call_check, fingerprint, inp, out, scratch, flags, nb
     calls agree."""
     tid, nt = cuda.threadIdx.x, cuda.blockDim.x
     scratch_scale = scale(proto)
-    flag, may_send = open_call(proto, call_check, fingerprint, flags, rank, nranks)
+    flag, seq, may_send = open_call(proto, call_check, fingerprint, flags, rank, nranks)
     if not may_send:
         return
     for rd in range(rounds(proto, nbytes, slot_bytes)):
         half, lo, n, at = begin_and_send(proto, chans, flag, inp, nbytes, slot_bytes, rd, rank, nranks,
                                                send_stride, tid, nt)
-        if agreed_before_receiving(proto, call_check, fingerprint, rank, nranks):
+        if agreed_before_receiving(proto, call_check, fingerprint, seq, rank, nranks):
             if n > 0:
                 copy_unless_same(out, rank * nbytes + at, inp, rank * send_stride + at, n, tid, nt)
             sync_round(proto, chans, nranks)  # in place, our slots are read above before peers' data lands below

@@ -22,11 +22,11 @@ from .shares import begin, first_flag
 
 @cuda.jit(device=True)
 def open_call(proto, call_check, fingerprint, flags, rank, nranks):
-    """The start of a round-based kernel: (the block's first flag, whether it may send, ``agreed_before_sending``),
-    the flag loaded before the call's fingerprint is posted (``shares.first_flag``)."""
+    """The start of a round-based kernel: (the block's first flag, the call's sequence number, whether it may send,
+    ``agreed_before_sending``), the flag loaded before the call's fingerprint is posted (``shares.first_flag``)."""
     flag = first_flag(flags)
-    begin_call(call_check, fingerprint, rank, nranks)
-    return flag, agreed_before_sending(proto, call_check, fingerprint, rank, nranks)
+    seq = begin_call(call_check, fingerprint, rank, nranks)
+    return flag, seq, agreed_before_sending(proto, call_check, fingerprint, seq, rank, nranks)
 
 
 @cuda.jit(device=True)
@@ -48,17 +48,17 @@ def signal_and_wait_all(chans, nranks):
 
 
 @cuda.jit(device=True)
-def agreed_before_sending(proto, call_check, fingerprint, rank, nranks):
+def agreed_before_sending(proto, call_check, fingerprint, seq, rank, nranks):
     """Whether a round-based kernel may send: simple rounds check the call before their first put (packets land
     only in peers' scratch, so they are checked before anything is received)."""
-    return proto == PACKET or calls_agree(call_check, fingerprint, rank, nranks)
+    return proto == PACKET or calls_agree(call_check, fingerprint, seq, rank, nranks)
 
 
 @cuda.jit(device=True)
-def agreed_before_receiving(proto, call_check, fingerprint, rank, nranks):
+def agreed_before_receiving(proto, call_check, fingerprint, seq, rank, nranks):
     """Whether a round-based kernel may receive (and write its output): packets check the call here, simple
     rounds did before sending."""
-    return proto != PACKET or calls_agree(call_check, fingerprint, rank, nranks)
+    return proto != PACKET or calls_agree(call_check, fingerprint, seq, rank, nranks)
 
 
 @cuda.jit(device=True)
@@ -68,8 +68,7 @@ def agree_and_meet(chans, call_check, fingerprint, rank, nranks):
     block has then read every peer's fingerprint of this call, which a peer posts once its kernel has started
     (so the work before it on its stream is done, and its last call's final barrier passed): that is the meeting.
     With the check off (``fingerprint`` 0) the block meets every peer by a barrier instead."""
-    begin_call(call_check, fingerprint, rank, nranks)
-    if not calls_agree(call_check, fingerprint, rank, nranks):
+    if not calls_agree(call_check, fingerprint, begin_call(call_check, fingerprint, rank, nranks), rank, nranks):
         return False
     if fingerprint == 0:
         signal_and_wait_all(chans, nranks)

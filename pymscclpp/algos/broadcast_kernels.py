@@ -27,11 +27,11 @@ def broadcast(proto, chans, call_check, fingerprint, inp, out, scratch, flags, n
     scratch_scale = scale(proto)
     nrounds = rounds(proto, nbytes, slot_bytes)
     flag = first_flag(flags)
-    begin_call(call_check, fingerprint, rank, nranks)
+    seq = begin_call(call_check, fingerprint, rank, nranks)
     if rank != root and tid == 0:
         first_credits(proto, chans[peer_index(root, rank)], nrounds)
     # before the root waits for credits or anybody writes ``out``
-    if not calls_agree(call_check, fingerprint, rank, nranks):
+    if not calls_agree(call_check, fingerprint, seq, rank, nranks):
         return
     for rd in range(nrounds):
         # halves of ``nranks`` slots, as every one-shot algorithm sharing this scratch lays them out (the root uses

@@ -21,13 +21,13 @@ def reduce(proto, chans, call_check, fingerprint, inp, out, scratch, flags, nbyt
     (simple; needs ``nranks >= 2``, one rank being a copy); nothing is reduced unless the ranks' calls agree."""
     tid, nt = cuda.threadIdx.x, cuda.blockDim.x
     scratch_scale = scale(proto)
-    flag, may_send = open_call(proto, call_check, fingerprint, flags, rank, nranks)
+    flag, seq, may_send = open_call(proto, call_check, fingerprint, flags, rank, nranks)
     if not may_send:
         return
     for rd in range(rounds(proto, nbytes, slot_bytes)):
         half, lo, n, at = begin_and_send(proto, chans, flag, inp, nbytes, slot_bytes, rd, rank, nranks,
                                                send_stride, tid, nt)
-        if agreed_before_receiving(proto, call_check, fingerprint, rank, nranks):
+        if agreed_before_receiving(proto, call_check, fingerprint, seq, rank, nranks):
             sync_round(proto, chans, nranks)
             if n > 0:
                 receive_reduce(proto, out, at, inp, rank * send_stride + at, rank, scratch, half + scratch_scale * lo,

@@ -68,8 +68,8 @@ def all_reduce_rsag(chans, call_check, fingerprint, inp, out, scratch, flags, nb
     writes it to ``out`` and to its scratch; then every rank reads the reduced shards it lacks. Nothing is staged,
     read or written unless the ranks' calls agree."""
     tid, nt = cuda.threadIdx.x, cuda.blockDim.x
-    begin_call(call_check, fingerprint, rank, nranks)
-    if not calls_agree(call_check, fingerprint, rank, nranks):
+    seq = begin_call(call_check, fingerprint, rank, nranks)
+    if not calls_agree(call_check, fingerprint, seq, rank, nranks):
         return
     rb = round_bytes(slot_bytes, nranks, nranks - 1)  # + a shard of reduced data fits the half's nranks slots
     for base in range(0, nbytes, rb):
@@ -127,8 +127,8 @@ def all_gather_read(chans, call_check, fingerprint, inp, out, scratch, flags, nb
     its slot of ``out``; rounds of ``slot_bytes``. One barrier per round: a peer reads round k's stage before it
     signals round k + 1, and the half is rewritten in round k + 2."""
     tid, nt = cuda.threadIdx.x, cuda.blockDim.x
-    begin_call(call_check, fingerprint, rank, nranks)
-    if not calls_agree(call_check, fingerprint, rank, nranks):
+    seq = begin_call(call_check, fingerprint, rank, nranks)
+    if not calls_agree(call_check, fingerprint, seq, rank, nranks):
         return
     for base in range(0, nbytes, slot_bytes):
         flag, half = begin_two_step(flags, nranks, slot_bytes)
@@ -157,8 +157,8 @@ def reduce_scatter_read(chans, call_check, fingerprint, inp, out, scratch, flags
     rank r then reduces slot r in rank order, ours from our input and the others read from every peer's staged
     copy, into ``out``. Rounds of ``slot_bytes`` per slot, one barrier each, as ``all_gather_read``."""
     tid, nt = cuda.threadIdx.x, cuda.blockDim.x
-    begin_call(call_check, fingerprint, rank, nranks)
-    if not calls_agree(call_check, fingerprint, rank, nranks):
+    seq = begin_call(call_check, fingerprint, rank, nranks)
+    if not calls_agree(call_check, fingerprint, seq, rank, nranks):
         return
     for base in range(0, nbytes, slot_bytes):
         flag, half = begin_two_step(flags, nranks, slot_bytes)
@@ -212,8 +212,8 @@ def broadcast_scatter_gather(chans, call_check, fingerprint, inp, out, scratch, 
     and its own scratch; then every non-root rank reads each other shard from the rank holding it (the root's own
     shard from the root). The root sends 2N(n-1)/n, not N(n-1)."""
     tid, nt = cuda.threadIdx.x, cuda.blockDim.x
-    begin_call(call_check, fingerprint, rank, nranks)
-    if not calls_agree(call_check, fingerprint, rank, nranks):
+    seq = begin_call(call_check, fingerprint, rank, nranks)
+    if not calls_agree(call_check, fingerprint, seq, rank, nranks):
         return
     rb = round_bytes(slot_bytes, nranks, nranks)
     src = chans[0]

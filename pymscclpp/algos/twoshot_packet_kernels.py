@@ -26,14 +26,14 @@ def all_reduce_packet_two_shot(chans, call_check, fingerprint, inp, out, scratch
     of every rank owns the same slice of every shard. Packets go only into scratch until the ranks' calls agree."""
     tid, nt = cuda.threadIdx.x, cuda.blockDim.x
     flag, half = begin_two_step(flags, nranks, slot_bytes)  # before the post (``shares.first_flag``)
-    begin_call(call_check, fingerprint, rank, nranks)
+    seq = begin_call(call_check, fingerprint, rank, nranks)
     wire = 2 * shard_bytes(nbytes, nranks)  # packet bytes of one shard
     results = half + nranks * wire  # the result area: slot s holds rank s's reduced shard
     for j in range(nranks - 1):
         start, lo, n, _ = shard_slice(nbytes, nbytes, nranks, peer_rank(j, rank))
         if n > 0:
             prim.put_packets_ll16(chans[j].dst, half + rank * wire + 2 * lo, inp, start, n, tid, nt, flag)
-    if calls_agree(call_check, fingerprint, rank, nranks):
+    if calls_agree(call_check, fingerprint, seq, rank, nranks):
         start, lo, n, _ = shard_slice(nbytes, nbytes, nranks, rank)
         reduced = n <= 0 or red.reduce_packets_ll16(out, start, inp, start, rank, scratch, half + 2 * lo, wire,
                                                     nranks, n, tid, nt, flag, kind, op, chans[0], OP_PACKET)

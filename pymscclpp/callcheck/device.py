@@ -24,32 +24,35 @@ def call_seq(call_check):
 
 @cuda.jit(device=True)
 def begin_call(call_check, fingerprint, rank, nranks):
-    """Unless the check is off (``fingerprint`` 0), block 0's thread j puts our ``fingerprint`` into slot ``rank``
-    of peer j's call-check area, flagged with the call's sequence number, in the half its parity picks."""
+    """The call's sequence number (0 with the check off, ``fingerprint`` 0), loaded once for ``calls_agree``;
+    block 0's thread j puts our ``fingerprint`` into slot ``rank`` of peer j's call-check area, flagged with it,
+    in the half its parity picks."""
+    if fingerprint == 0:
+        return 0
     tid = cuda.threadIdx.x
-    if fingerprint != 0 and cuda.blockIdx.x == 0 and tid < nranks - 1:
-        seq = call_seq(call_check)
+    seq = call_seq(call_check)
+    if cuda.blockIdx.x == 0 and tid < nranks - 1:
         f = np.uint32(seq)
         store_v4_volatile(call_check.peers[tid], ((seq % 2) * nranks + rank) * prim.LL16_BYTES,
                           np.uint32(fingerprint & 0xFFFFFFFF), f, np.uint32(fingerprint >> 32), f)
+    return seq
 
 
 @cuda.jit(device=True)
-def calls_agree(call_check, fingerprint, rank, nranks):
+def calls_agree(call_check, fingerprint, seq, rank, nranks):
     """``compare_calls`` of a one-shot kernel (a disagreement found in the call's own kernel)."""
-    return compare_calls(call_check, fingerprint, rank, nranks, OP_CALLCHECK)
+    return compare_calls(call_check, fingerprint, seq, rank, nranks, OP_CALLCHECK)
 
 
 @cuda.jit(device=True)
-def compare_calls(call_check, fingerprint, rank, nranks, op):
-    """True on every thread of the block when every peer's call has our ``fingerprint`` (or the check is off):
-    thread j waits for peer j's packet; a disagreement is recorded (MISMATCH, ``op`` saying which kernel found it),
-    as is a failed wait. Then thread 0 stores the call's sequence number for the next launch, whatever its grid
-    (block b: words b, b + grid, ...)."""
+def compare_calls(call_check, fingerprint, seq, rank, nranks, op):
+    """True on every thread of the block when every peer's call (sequence number ``seq``, from ``begin_call``) has
+    our ``fingerprint`` (or the check is off): thread j waits for peer j's packet; a disagreement is recorded
+    (MISMATCH, ``op`` saying which kernel found it), as is a failed wait. Then the block stores ``seq`` for the
+    next launch, whatever its grid (block b: words b, b + grid, ..., a word per thread)."""
     if fingerprint == 0:
         return True
     tid = cuda.threadIdx.x
-    seq = call_seq(call_check)
     bad = 0
     if tid < nranks - 1:
         p = peer_rank(tid, rank)
@@ -62,11 +65,10 @@ def compare_calls(call_check, fingerprint, rank, nranks, op):
             record_mismatch(call_check.err, op, rank, p, seq, fingerprint, theirs)
             bad = 1
     bad = cuda.syncthreads_or(bad)  # every thread of the block has read its sequence word
-    if tid == 0:
-        k = cuda.blockIdx.x
-        while k < call_check.counts.size:
-            call_check.counts[k] = seq
-            k += cuda.gridDim.x
+    k = cuda.blockIdx.x + tid * cuda.gridDim.x
+    while k < call_check.counts.size:
+        call_check.counts[k] = seq
+        k += cuda.gridDim.x * cuda.blockDim.x
     return bad == 0
 
 
@@ -75,8 +77,7 @@ def checked_call(call_check, fingerprint, rank, nranks, op):
     """``begin_call`` then ``compare_calls``, in a kernel that is not a one-shot one (every block calls it first);
     block 0's thread 0 also stores the verdict in ``call_check.verdict`` for what runs after the kernel on its
     stream."""
-    begin_call(call_check, fingerprint, rank, nranks)
-    ok = compare_calls(call_check, fingerprint, rank, nranks, op)
+    ok = compare_calls(call_check, fingerprint, begin_call(call_check, fingerprint, rank, nranks), rank, nranks, op)
     if cuda.blockIdx.x == 0 and cuda.threadIdx.x == 0:
         call_check.verdict[0] = np.uint32(1 if ok else 0)
     return ok

@@ -28,8 +28,10 @@ EXCHANGED = ("send_recv", "all_to_allv", "gather", "scatter", "reduce")  # the c
 # rings small, so tests run many stripes, rounds and wrap-arounds
 GRID = (1, 32) if IS_SIM else (32, 512)
 CHUNK = 4096 if IS_SIM else 1 << 20  # the cross-host exchange's bytes per round and sender (two halves each)
-SLOTS = 4  # ring slots per sender
-SLOT_BYTES = 1024 if IS_SIM else 1 << 20  # bytes per round and sender
+# ring slots per sender, and bytes per round and sender: on one H200 under MPS (8 ranks, 64 MB send/recv) a round
+# costs ~18 us beyond its bytes, so two 4 MB slots ran 1.9x faster than four of 1 MB (docs/performance.md)
+SLOTS = 2
+SLOT_BYTES = 1024 if IS_SIM else 4 << 20
 STRIPES = 4 if IS_SIM else 16  # the most stripes a stream runs on (``exchange_kernels``)
 STRIPE_BYTES = 256 if IS_SIM else 64 << 10  # a stream takes a stripe per STRIPE_BYTES of a round
 

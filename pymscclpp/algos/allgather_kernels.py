@@ -10,11 +10,11 @@ from __future__ import annotations
 from numba import cuda
 
 from ..channels import primitives as prim
-from ..channels.peers import peer_rank
+from ..channels.peers import peer_index, peer_rank
 from .blocks import (agree_and_meet, agreed_before_receiving, begin_and_send, copy_unless_same, end_round, open_call,
                      receive, signal_and_wait_all, sync_round)
 from .protocols import PACKET, SIMPLE_LIMITS, SIMPLE, rounds, scale
-from .twoshot_kernels import shard_slice
+from .shares import end_to_end_share, part_of
 
 
 @cuda.jit(device=True)
@@ -62,22 +62,26 @@ def exchange_simple(chans, call_check, fingerprint, inp, out, scratch, flags, nb
 @cuda.jit(device=True)
 def exchange_zero_copy(chans, call_check, fingerprint, mapped, inp, out, nbytes, rank, nranks, send_stride, push):
     """``exchange`` on buffers mapped on every rank (``algos.windows``), no scratch: once every rank's buffers are
-    ready, each block moves its slice of every peer's slot, pulling ``mapped[j].dst[rank * send_stride:]`` (peers'
-    send buffers) into that peer's slot of ``out``, or with ``push`` writing ``inp[p * send_stride:]`` into slot
-    ``rank`` of ``mapped[j].dst`` (peers' receive buffers); a second barrier ends the call when every slot has
-    landed and nobody reads our input any more."""
+    ready, each block moves its share of every slot laid end to end from our own on (``shares.end_to_end_share``),
+    pulling ``mapped[j].dst[rank * send_stride:]`` (peers' send buffers) into that peer's slot of ``out``, or with
+    ``push`` writing ``inp[p * send_stride:]`` into slot ``rank`` of ``mapped[j].dst`` (peers' receive buffers); a
+    second barrier ends the call when every slot has landed and nobody reads our input any more."""
     tid, nt = cuda.threadIdx.x, cuda.blockDim.x
     if not agree_and_meet(chans, call_check, fingerprint, rank, nranks):
         return
-    at, _, n, _ = shard_slice(nbytes, nbytes, 1, 0)
-    if n > 0:
-        copy_unless_same(out, rank * nbytes + at, inp, rank * send_stride + at, n, tid, nt)
-        for j in range(nranks - 1):
-            p = peer_rank(j, rank)
-            if push:
-                prim.copy_bytes(mapped[j].dst, rank * nbytes + at, inp, p * send_stride + at, n, tid, nt)
+    lo, cnt = end_to_end_share(nranks * nbytes)
+    for i in range(nranks):  # from our own slot on, so the ranks' blocks read different peers at once
+        p = (rank + i) % nranks
+        at, n = part_of(lo, cnt, i * nbytes, nbytes)
+        if n > 0:
+            if p == rank:
+                copy_unless_same(out, rank * nbytes + at, inp, rank * send_stride + at, n, tid, nt)
+            elif push:
+                prim.copy_bytes(mapped[peer_index(p, rank)].dst, rank * nbytes + at, inp, p * send_stride + at, n,
+                                tid, nt)
             else:
-                prim.copy_bytes(out, p * nbytes + at, mapped[j].dst, rank * send_stride + at, n, tid, nt)
+                prim.copy_bytes(out, p * nbytes + at, mapped[peer_index(p, rank)].dst, rank * send_stride + at, n,
+                                tid, nt)
     signal_and_wait_all(chans, nranks)
 
 

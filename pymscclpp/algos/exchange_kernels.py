@@ -35,7 +35,7 @@ from ..channels.peers import peer_index, peer_rank
 from ..channels.ptx import store_v4_volatile
 from .blocks import copy_unless_same
 from .protocols import SIMPLE_LIMITS
-from .shares import round_share
+from .shares import end_to_end_share, part_of, round_share
 
 ROW = 6  # table entries per rank
 SEND_OFF, SEND_N, RECV_OFF, RECV_N, SEND_FP, RECV_FP = range(ROW)
@@ -331,23 +331,32 @@ def peer_exchange_simple(chans, areas, area, table, inp, out, scratch, seqs, chu
 @cuda.jit(device=True)
 def peer_read(chans, areas, area, table, ins, inp, out, seqs, rank, nranks):
     """One zero-copy call on send buffers mapped on every rank (``algos.windows``; ``ins[j]`` peer j's): the pair
-    check (a peer's descriptor arrives once its kernel runs, so its send buffer is ready), our own range copied,
-    then every block reads its slice of what each peer sends us straight from the peer's send buffer (column
-    ``SEND_OFF`` of row p holds where in p's buffer: the zero-copy tables of ``verbs``), signals each peer it read
-    from, and waits for the signal of each peer it sends to (nobody reads our buffer any more)."""
+    check (a peer's descriptor arrives once its kernel runs, so its send buffer is ready), then every block copies
+    its share of our own range and of what each peer sends us, laid end to end from our own rank on (peers'
+    straight from their send buffers: column ``SEND_OFF`` of row p holds where in p's buffer, the zero-copy tables
+    of ``verbs``), signals each peer it receives from, and waits for the signal of each peer it sends to (nobody
+    reads our buffer any more)."""
     tid, nt = cuda.threadIdx.x, cuda.blockDim.x
     post_descriptors(areas, table, seqs, rank, nranks)
     if not pairs_agree(chans, area, table, seqs, rank, nranks):
         return
-    copy_own(table, inp, out, rank, tid, nt)
-    for j in range(nranks - 1):
-        p = peer_rank(j, rank)
-        n = table[ROW * p + RECV_N]
-        if n > 0:
-            lo, cnt = round_share(n, n, 0)
-            if cnt > 0:
-                prim.copy_bytes(out, table[ROW * p + RECV_OFF] + lo, ins[j].dst, table[ROW * p + SEND_OFF] + lo, cnt,
-                                tid, nt)
+    total = table[ROW * rank + SEND_N]  # our own range: what we send ourselves
+    for p in range(nranks):
+        if p != rank:
+            total += table[ROW * p + RECV_N]
+    lo, cnt = end_to_end_share(total)
+    start = 0
+    for i in range(nranks):  # from our own rank on, so the ranks' blocks read different peers at once
+        p = (rank + i) % nranks
+        n = table[ROW * p + (SEND_N if p == rank else RECV_N)]
+        at, m = part_of(lo, cnt, start, n)
+        if m > 0:
+            if p == rank:
+                copy_unless_same(out, table[ROW * p + RECV_OFF] + at, inp, table[ROW * p + SEND_OFF] + at, m, tid, nt)
+            else:
+                prim.copy_bytes(out, table[ROW * p + RECV_OFF] + at, ins[peer_index(p, rank)].dst,
+                                table[ROW * p + SEND_OFF] + at, m, tid, nt)
+        start += n
     cuda.syncthreads()
     if tid < nranks - 1:
         p = peer_rank(tid, rank)

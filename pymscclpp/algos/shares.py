@@ -32,6 +32,22 @@ def round_share(nbytes, round_bytes, rd):
 
 
 @cuda.jit(device=True)
+def end_to_end_share(total):
+    """(first byte, byte count) of the calling block's share of ``total`` bytes of several ranges laid end to end
+    (``round_share`` of one round): a block copies the one or two ranges its share spans, not a slice of every
+    range one after another (each copy a memory round trip of its own at small sizes)."""
+    return round_share(total, total, 0)
+
+
+@cuda.jit(device=True)
+def part_of(lo, n, start, length):
+    """(offset within the range, byte count) of the overlap of the share ``[lo, lo + n)`` with the range
+    ``[start, start + length)`` laid end to end with others; count <= 0: none."""
+    a = max(lo, start)
+    return a - start, min(lo + n, start + length) - a
+
+
+@cuda.jit(device=True)
 def first_flag(flags):
     """The calling block's flag for its launch's first round (``memory_channel.packet_flag_begin``). A kernel loads
     it before it posts its call's fingerprint: the post's store would otherwise hold the load, and the first

@@ -15,8 +15,8 @@ l a slice of every round with semaphores 2l (data) and 2l + 1 (credits) of the p
 all peers spread over the blocks, so every peer's transfer runs at once. Each block sends round k of its stripes,
 then receives round k - (slots - 1) (the data its peers sent that many steps before: receives rarely wait, and
 a late peer does not hold up the chain of every other pair), so every wait depends on a step that comes earlier
-on its peer: no deadlock for any pattern while every block runs (``grid``: the grid fits; the simulator, which runs blocks one after another,
-runs one). A reduce has every block stream a slice of each rank's range into the root, which reduces each round
+on its peer: no deadlock for any pattern while every block runs (``grid``: the grid fits; the simulator, which
+runs blocks one after another, runs one). A reduce has every block stream a slice of each rank's range into the root, which reduces each round
 of all peers at once.
 """
 
@@ -58,32 +58,11 @@ def checked(table, p):
 
 
 @cuda.jit(device=True)
-def post_descriptors(areas, table, seqs, rank, nranks):
-    """Block 0's thread j puts our descriptors for peer j into slot ``rank`` of its pair area."""
-    tid = cuda.threadIdx.x
-    if cuda.blockIdx.x == 0 and tid < nranks - 1:
-        p = peer_rank(tid, rank)
-        if checked(table, p):
-            seq = next_seq(seqs, p)
-            f = np.uint32(seq)
-            off = ((seq % 2) * nranks + rank) * AREA_SLOT
-            s, r = table[ROW * p + SEND_FP], table[ROW * p + RECV_FP]
-            store_v4_volatile(areas[tid], off, np.uint32(s & 0xFFFFFFFF), f, np.uint32(s >> 32), f)
-            store_v4_volatile(areas[tid], off + prim.LL16_BYTES, np.uint32(r & 0xFFFFFFFF), f, np.uint32(r >> 32), f)
-
-
-@cuda.jit(device=True)
-def _descriptor(area, off, seq, ctx, p):
-    """(the int64 in the LL16 packet at ``off``, arrived)."""
-    a, c, got = prim.read_packet_ll16_from(area, off, seq, ctx, p, OP_PAIR_WAIT)
-    return (np.int64(c) << np.int64(32)) | np.int64(a), got
-
-
-@cuda.jit(device=True)
-def pairs_agree(chans, area, table, seqs, rank, nranks):
-    """True on every thread of the block when every peer we trade with sends what we receive and receives what
-    we send; thread j checks peer j, a disagreement or a failed wait is recorded. Then the block's sequence
-    words advance."""
+def pairs_agree(chans, areas, area, table, seqs, rank, nranks):
+    """The pair check: True on every thread of the block when every peer we trade with sends what we receive and
+    receives what we send. Thread j loads the block's sequence number with peer j once, block 0's puts our
+    descriptors for peer j into slot ``rank`` of its pair area, and thread j waits for both of peer j's (one
+    probe); a disagreement or a failed wait is recorded. Then the block's sequence words advance."""
     tid = cuda.threadIdx.x
     bad = 0
     seq = 0
@@ -93,12 +72,17 @@ def pairs_agree(chans, area, table, seqs, rank, nranks):
         if checked(table, p):
             k = cuda.blockIdx.x * nranks + p
             seq = next_seq(seqs, k)
-            off = ((seq % 2) * nranks + p) * AREA_SLOT
-            their_send, got = _descriptor(area, off, seq, chans[tid], p)
-            their_recv = np.int64(0)
-            if got:
-                their_recv, got = _descriptor(area, off + prim.LL16_BYTES, seq, chans[tid], p)
+            f = np.uint32(seq)
             mine_send, mine_recv = table[ROW * p + SEND_FP], table[ROW * p + RECV_FP]
+            if cuda.blockIdx.x == 0:
+                off = ((seq % 2) * nranks + rank) * AREA_SLOT
+                store_v4_volatile(areas[tid], off, np.uint32(mine_send & 0xFFFFFFFF), f, np.uint32(mine_send >> 32), f)
+                store_v4_volatile(areas[tid], off + prim.LL16_BYTES, np.uint32(mine_recv & 0xFFFFFFFF), f,
+                                  np.uint32(mine_recv >> 32), f)
+            a, c, a2, c2, got = prim.read_two_packets_ll16_from(area, ((seq % 2) * nranks + p) * AREA_SLOT, seq,
+                                                                chans[tid], p, OP_PAIR_WAIT)
+            their_send = (np.int64(c) << np.int64(32)) | np.int64(a)
+            their_recv = (np.int64(c2) << np.int64(32)) | np.int64(a2)
             if not got:
                 bad = 1
             elif their_send != mine_recv:
@@ -297,8 +281,7 @@ def peer_exchange(chans, areas, area, table, inp, out, scratch, seqs, chunk, slo
     """One call: the pair check, our own range copied (unless in place), then the rounds of the block's stripes
     (a block with none ends); ``root`` >= 0: a reduce into ``root``, reduced with ``kind`` and ``op``."""
     tid, nt = cuda.threadIdx.x, cuda.blockDim.x
-    post_descriptors(areas, table, seqs, rank, nranks)
-    if not pairs_agree(chans, area, table, seqs, rank, nranks):
+    if not pairs_agree(chans, areas, area, table, seqs, rank, nranks):
         return
     if root == rank:
         reduce_at_root(chans, table, inp, out, scratch, chunk, slots, rank, nranks, tid, nt, kind, op)
@@ -337,8 +320,7 @@ def peer_read(chans, areas, area, table, ins, inp, out, seqs, rank, nranks):
     of ``verbs``), signals each peer it receives from, and waits for the signal of each peer it sends to (nobody
     reads our buffer any more)."""
     tid, nt = cuda.threadIdx.x, cuda.blockDim.x
-    post_descriptors(areas, table, seqs, rank, nranks)
-    if not pairs_agree(chans, area, table, seqs, rank, nranks):
+    if not pairs_agree(chans, areas, area, table, seqs, rank, nranks):
         return
     total = table[ROW * rank + SEND_N]  # our own range: what we send ourselves
     for p in range(nranks):

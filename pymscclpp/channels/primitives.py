@@ -217,6 +217,23 @@ def read_packet_ll16_from(pkt, byte_off, flag, ctx, peer, op):
 
 
 @cuda.jit(device=True)
+def read_two_packets_ll16_from(pkt, byte_off, flag, ctx, peer, op):
+    """``read_packet_ll16_from`` of the two LL16 packets at ``byte_off``, waited for together (one memory round
+    trip a probe, not one per packet): (data words of the first, of the second, arrived)."""
+    ok, data = spin_until(_two_ll16_arrived, pkt, byte_off, flag, ctx, peer, ctx.channel, op, op)
+    return data[0], data[1], data[2], data[3], ok
+
+
+@cuda.jit(device=True)
+def _two_ll16_arrived(pkt, byte_off, flag):
+    """Probe (``spin.spin_until``): all four flag words of the two LL16 packets at ``byte_off`` are ``flag``."""
+    f = np.uint32(flag)
+    a, fa, c, fc = load_v4_volatile(pkt, byte_off)
+    a2, fa2, c2, fc2 = load_v4_volatile(pkt, byte_off + LL16_BYTES)
+    return fa == f and fc == f and fa2 == f and fc2 == f, fa, (a, c, a2, c2)
+
+
+@cuda.jit(device=True)
 def _ll16_arrived(pkt, byte_off, flag):
     """Probe (``spin.spin_until``): both flag words of the LL16 packet at ``byte_off`` are ``flag``; its data."""
     f = np.uint32(flag)

@@ -43,15 +43,6 @@ AREA_SLOT = 2 * prim.LL16_BYTES  # a pair area slot: the sender's send and recei
 
 
 @cuda.jit(device=True)
-def next_seq(seqs, k):
-    """The pair sequence number of this call in word ``k`` (one more than the last, never 0, parity alternating)."""
-    f = np.int64(seqs[k]) + 1
-    if f > 0xFFFFFFFF:
-        f = 2
-    return f
-
-
-@cuda.jit(device=True)
 def checked(table, p):
     """Whether this call trades descriptors with rank ``p`` (it moves data with it, or a collective asks)."""
     return table[ROW * p + SEND_FP] != 0 or table[ROW * p + RECV_FP] != 0
@@ -71,7 +62,7 @@ def pairs_agree(chans, areas, area, table, seqs, rank, nranks):
         p = peer_rank(tid, rank)
         if checked(table, p):
             k = cuda.blockIdx.x * nranks + p
-            seq = next_seq(seqs, k)
+            seq = prim.next_flag(seqs[k])  # never 0, its parity alternating
             f = np.uint32(seq)
             mine_send, mine_recv = table[ROW * p + SEND_FP], table[ROW * p + RECV_FP]
             if cuda.blockIdx.x == 0:

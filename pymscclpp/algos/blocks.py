@@ -14,7 +14,7 @@ from ..channels import memory_channel as mc
 from ..channels import primitives as prim
 from ..channels import reduce as red
 from ..channels.device_errors import OP_PACKET
-from ..channels.peers import peer_rank
+from ..channels.peers import peer_after, peer_rank
 from ..channels.ptx import address_of
 from .protocols import PACKET, SIMPLE, scale
 from .shares import begin, first_flag
@@ -132,9 +132,10 @@ def send(proto, dst, dst_off, src, src_off, n, tid, nthreads, flag):
 
 @cuda.jit(device=True)
 def send_to_peers(proto, chans, dst_off, src, src_off, send_stride, rank, nranks, n, tid, nthreads, flag):
-    """``send`` ``n`` bytes into every peer's scratch at ``dst_off``: peer p's from ``src[p * send_stride +
-    src_off:]``."""
-    for j in range(nranks - 1):
+    """``send`` ``n`` bytes into every peer's scratch at ``dst_off`` (``peer_after`` order): peer p's from
+    ``src[p * send_stride + src_off:]``."""
+    for i in range(nranks - 1):
+        j = peer_after(i, rank, nranks)
         send(proto, chans[j].dst, dst_off, src, peer_rank(j, rank) * send_stride + src_off, n, tid, nthreads, flag)
 
 

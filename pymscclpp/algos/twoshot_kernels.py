@@ -18,7 +18,7 @@ from ..channels import memory_channel as mc
 from ..channels import primitives as prim
 from ..channels import reduce as red
 from ..callcheck.device import begin_call, calls_agree
-from ..channels.peers import peer_rank
+from ..channels.peers import peer_after, peer_rank
 from .blocks import agree_and_meet, copy_unless_same, end_round, signal_and_wait_all
 from .protocols import SIMPLE_LIMITS
 
@@ -85,7 +85,8 @@ def all_reduce_rsag(chans, call_check, fingerprint, inp, out, scratch, flags, nb
             red.reduce_peers(out, base + at, scratch, half + rb + lo, inp, base + at, rank, chans, half + held,
                              nranks, n, tid, nt, kind, op)
         signal_and_wait_all(chans, nranks)
-        for j in range(nranks - 1):
+        for i in range(nranks - 1):
+            j = peer_after(i, rank, nranks)
             at, lo, n, _ = shard_slice(rem, min(nbytes, rb), nranks, peer_rank(j, rank))
             if n > 0:
                 prim.copy_bytes(out, base + at, chans[j].dst, half + rb + lo, n, tid, nt)
@@ -139,7 +140,8 @@ def all_gather_read(chans, call_check, fingerprint, inp, out, scratch, flags, nb
             copy_unless_same(out, rank * nbytes + base + at, inp, base + at, n, tid, nt)
         signal_and_wait_all(chans, nranks)
         if n > 0:
-            for j in range(nranks - 1):
+            for i in range(nranks - 1):
+                j = peer_after(i, rank, nranks)
                 prim.copy_bytes(out, peer_rank(j, rank) * nbytes + base + at, chans[j].dst, half + at, n, tid, nt)
         end_round(flags, flag)
 
@@ -237,7 +239,8 @@ def broadcast_scatter_gather(chans, call_check, fingerprint, inp, out, scratch, 
             prim.copy_bytes(scratch, half + held, out, base + at, n, tid, nt)
         signal_and_wait_all(chans, nranks)
         if rank != root:
-            for j in range(nranks - 1):
+            for i in range(nranks - 1):
+                j = peer_after(i, rank, nranks)
                 at, _, n, held = shard_slice(rem, min(nbytes, rb), nranks, peer_rank(j, rank))
                 if n > 0:
                     prim.copy_bytes(out, base + at, chans[j].dst, half + held, n, tid, nt)
@@ -281,7 +284,8 @@ def broadcast_zero_copy(chans, call_check, fingerprint, srcs, inp, out, nbytes, 
     if nranks > 2:
         signal_and_wait_all(chans, nranks)
         if rank != root:
-            for j in range(nranks - 1):
+            for i in range(nranks - 1):
+                j = peer_after(i, rank, nranks)
                 at, _, n, _ = shard_slice(nbytes, nbytes, nranks, peer_rank(j, rank))
                 if n > 0:
                     prim.copy_bytes(out, at, srcs[j].dst, at, n, tid, nt)

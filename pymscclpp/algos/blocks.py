@@ -1,8 +1,9 @@
 """The per-peer steps every one-shot collective kernel is built from, the protocol a parameter inside each step
 (``protocols``; as NCCL's ``Primitives<Proto>``, so kernel bodies carry no protocol branches): the call check's
 gates, sending to peers' scratch, the round's synchronisation and credits, receiving (or receive-reducing) from
-scratch, and the end of a round (which slice a block owns: ``shares``). Scratch halves alternate by per-block flag parity. Before a call
-writes any output byte or waits for a peer's data, its ranks compare call fingerprints (``callcheck.device``).
+scratch, and the end of a round (which slice a block owns: ``shares``). Scratch halves alternate by per-block
+flag parity. Before a call writes any output byte or waits for a peer's data, its ranks compare call
+fingerprints (``callcheck.device``).
 """
 
 from __future__ import annotations

@@ -16,8 +16,8 @@ all peers spread over the blocks, so every peer's transfer runs at once. Each bl
 then receives round k - (slots - 1) (the data its peers sent that many steps before: receives rarely wait, and
 a late peer does not hold up the chain of every other pair), so every wait depends on a step that comes earlier
 on its peer: no deadlock for any pattern while every block runs (``grid``: the grid fits; the simulator, which
-runs blocks one after another, runs one). A reduce has every block stream a slice of each rank's range into the root, which reduces each round
-of all peers at once.
+runs blocks one after another, runs one). A reduce has every block stream a slice of each rank's range into the
+root, which reduces each round of all peers at once.
 """
 
 from __future__ import annotations

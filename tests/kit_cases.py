@@ -58,3 +58,9 @@ def viewed_call(comm, x):
     out = cuda.device_array(x.size * comm.size, x.dtype)
     comm.all_gather(cuda.to_device(x), out)
     return seen["send"], str(seen["recv"].dtype), seen["recv"].size, out.copy_to_host()
+
+
+def start_facts(comm):
+    """(parent process id, whether numba's settings saw NUMBA_PYMSCCLPP_PROBE) of a rank."""
+    import os
+    return os.getppid(), os.environ.get("NUMBA_PYMSCCLPP_PROBE")

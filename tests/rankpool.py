@@ -17,7 +17,7 @@ class RankPool:
     """``size`` ranks started now; ``run(fn, timeout, **params)`` is the kit's ``run`` with the state."""
 
     def __init__(self, size: int, env: dict | None = None, start_timeout: float = 120.0,
-                 rank_env: list[dict] | None = None, preload: tuple[str, ...] = ()):
+                 rank_env: list[dict] | None = None, preload: tuple[str, ...] | None = None):
         self.size = size
         self._pool = ranks(size, env=env, rank_env=rank_env, start_timeout=start_timeout, preload=preload).start()
 

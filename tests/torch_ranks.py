@@ -8,7 +8,12 @@ import os
 import queue
 import traceback
 
-_CTX = mp.get_context("spawn")
+from pymscclpp.testing.pool import IMPORTED_ONCE
+
+# on the simulator ranks fork from the server that imported pymscclpp once (``pymscclpp.testing``'s pools), saving
+# each rank the import of numba-cuda; torch itself each rank imports
+_CTX = mp.get_context("forkserver")
+_CTX.set_forkserver_preload(list(IMPORTED_ONCE))
 
 
 def _rank_main(fn, rank: int, size: int, ports, env: dict, results) -> None:

@@ -59,6 +59,16 @@ class Segment:
         self._finalizer()
 
 
+def release_all() -> None:
+    """Close every segment this process still maps, unlinking the ones it created: what the interpreter's exit does,
+    for a process that ends without it (a forked process ends in ``os._exit``)."""
+    with _lock:
+        segments = [ref() for ref in _live.values()]
+    for segment in segments:
+        if segment is not None:
+            segment.close()
+
+
 def _release(base: int, path: str | None) -> None:
     with _lock:
         _live.pop(base, None)

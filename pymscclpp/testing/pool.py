@@ -20,6 +20,19 @@ from .failure import RankFailure
 
 GRACE_S = 5.0  # after a rank raised, how long the others may take to answer before they count as hung
 STACK_WAIT_S = 2.0  # how long a hung rank may take to write its stacks
+IMPORTED_ONCE = ("pymscclpp.communicator",)  # what a simulator pool's forkserver imports by default
+
+
+def _default_preload(envs: list[dict]) -> tuple[str, ...]:
+    """What ranks with environments ``envs`` fork from by default: on the simulator, a server that imported
+    pymscclpp once with this process's environment (a rank starts in milliseconds, not seconds of importing
+    numba-cuda); fresh interpreters where a rank's environment changes what is read at import (the backend,
+    numba's settings), and on GPUs, where a fork after CUDA started breaks CUDA."""
+    from ..runtime.backend import IS_SIM
+    changed = {k for env in envs for k, v in env.items() if os.environ.get(k) != v
+               and not (k == "PYMSCCLPP_BACKEND" and v == "sim")}
+    return IMPORTED_ONCE if IS_SIM and not any(k.startswith(("PYMSCCLPP_BACKEND", "NUMBA_")) for k in changed) \
+        else ()
 
 
 def _context(preload: tuple[str, ...]) -> Any:
@@ -37,14 +50,15 @@ class RankPool:
     ``ranks``. ``env``: environment of every rank; ``rank_env[r]``: more for rank r (e.g. a PYMSCCLPP_HOST_ID)."""
 
     def __init__(self, n: int, timeout: float = 60.0, env: dict | None = None, rank_env: list[dict] | None = None,
-                 start_timeout: float = 120.0, preload: tuple[str, ...] = ()):
+                 start_timeout: float = 120.0, preload: tuple[str, ...] | None = None):
         if n < 1:
             raise ValueError(f"ranks({n}): a pool needs at least one rank")
         self.size, self.timeout, self.start_timeout = n, timeout, start_timeout
         backend = config.get("PYMSCCLPP_BACKEND") if config.is_set("PYMSCCLPP_BACKEND") else "sim"
         self.env = {"PYMSCCLPP_BACKEND": backend, **(env or {})}
         self.rank_env = rank_env or [{}] * n
-        self._ctx = _context(tuple(preload))
+        envs = [{**self.env, **e} for e in self.rank_env]
+        self._ctx = _context(_default_preload(envs) if preload is None else tuple(preload))
         self._procs: list = []
         self._dir = ""  # where the ranks write their stacks, made by each start
 
@@ -155,10 +169,11 @@ class RankPool:
 
 
 def ranks(n: int, *, timeout: float = 60.0, env: dict | None = None, rank_env: list[dict] | None = None,
-          start_timeout: float = 120.0, preload: tuple[str, ...] = ()) -> RankPool:
+          start_timeout: float = 120.0, preload: tuple[str, ...] | None = None) -> RankPool:
     """A pool of ``n`` ranks for ``with ranks(n) as pool: pool.run(fn, ...)``; processes start on the first
     call and serve every later one (hypothesis examples pay start-up once). ``timeout``: each call's default
-    budget; ``start_timeout``: start-up's; ``preload``: modules a forkserver imports once for every rank."""
+    budget; ``start_timeout``: start-up's; ``preload``: modules a forkserver imports once for every rank (None:
+    ``IMPORTED_ONCE`` on the simulator where the ranks' environment allows it; ``()``: fresh interpreters)."""
     return RankPool(n, timeout, env, rank_env, start_timeout, preload)
 
 

@@ -43,12 +43,26 @@ def _failure(exc: BaseException) -> tuple:
 
 
 def main(rank: int, size: int, uid_bytes: bytes, env: dict, tasks: Any, results: Any, stack_path: str) -> None:
-    """Rank ``rank`` of ``size``: answers ``(rank, ok, payload)`` once ready, then once per task."""
+    """Rank ``rank`` of ``size``: answers ``(rank, ok, payload)`` once ready, then once per task. Whatever
+    shared memory the calls left mapped is released at the end, also in a rank forked from a server (those end in
+    ``os._exit``, which skips the interpreter's exit hooks)."""
     os.environ.update(env)
     _dump_stacks_to(stack_path)
+    from pymscclpp.runtime import shm
+    try:
+        _serve(rank, size, uid_bytes, tasks, results)
+    finally:
+        shm.release_all()
+
+
+def _serve(rank: int, size: int, uid_bytes: bytes, tasks: Any, results: Any) -> None:
     try:
         from pymscclpp import Communicator
+        from pymscclpp.runtime.backend import IS_SIM
         from pymscclpp.runtime.bootstrap import UniqueId
+        from pymscclpp.runtime.liveness import reap_orphans
+        if IS_SIM:  # what importing pymscclpp does, which a rank forked from a server that imported it skipped
+            reap_orphans()
         comm = Communicator.from_unique_id(UniqueId.from_bytes(uid_bytes), rank, size)
     except BaseException as exc:
         results.put((rank, False, _failure(exc)))

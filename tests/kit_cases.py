@@ -60,7 +60,7 @@ def viewed_call(comm, x):
     return seen["send"], str(seen["recv"].dtype), seen["recv"].size, out.copy_to_host()
 
 
-def start_facts(comm):
-    """(parent process id, whether numba's settings saw NUMBA_PYMSCCLPP_PROBE) of a rank."""
+def start_facts(comm, name="NUMBA_PYMSCCLPP_PROBE"):
+    """(parent process id, environment variable ``name``) of a rank."""
     import os
-    return os.getppid(), os.environ.get("NUMBA_PYMSCCLPP_PROBE")
+    return os.getppid(), os.environ.get(name)

@@ -16,10 +16,15 @@ def test_run_ranks_returns_every_ranks_result_in_rank_order():
     assert run_ranks(3, kit_cases.identity, "x") == [(0, 3, "x"), (1, 3, "x"), (2, 3, "x")]
 
 
-def test_simulator_ranks_fork_from_a_preloaded_server_unless_their_environment_changes_what_is_read_at_import():
+def test_simulator_ranks_fork_from_a_preloaded_server_unless_their_environment_changes_what_is_read_at_import(
+        monkeypatch):
     import os
     with ranks(2) as pool:  # forks of the server that imported pymscclpp: their parent is not this process
         assert [ppid != os.getpid() for ppid, _ in pool.run(kit_cases.start_facts)] == [True, True]
+    monkeypatch.setenv("PYMSCCLPP_KIT_PROBE", "set after the server started")
+    with ranks(2) as pool:  # forked ranks see this process's environment as it is when the pool starts
+        assert [v for _, v in pool.run(kit_cases.start_facts, "PYMSCCLPP_KIT_PROBE")] == \
+            ["set after the server started"] * 2
     with ranks(2, env={"NUMBA_PYMSCCLPP_PROBE": "1"}) as pool:  # numba reads NUMBA_* at import: fresh interpreters
         assert pool.run(kit_cases.start_facts) == [(os.getpid(), "1")] * 2
     with ranks(2, preload=()) as pool:  # asked for fresh interpreters

@@ -47,7 +47,8 @@ def _context(preload: tuple[str, ...]) -> Any:
 
 class RankPool:
     """``n`` rank processes sharing one job (the simulator unless PYMSCCLPP_BACKEND says otherwise), made by
-    ``ranks``. ``env``: environment of every rank; ``rank_env[r]``: more for rank r (e.g. a PYMSCCLPP_HOST_ID)."""
+    ``ranks``. ``env``: environment of every rank, over this process's at start-up (forked ranks too);
+    ``rank_env[r]``: more for rank r (e.g. a PYMSCCLPP_HOST_ID)."""
 
     def __init__(self, n: int, timeout: float = 60.0, env: dict | None = None, rank_env: list[dict] | None = None,
                  start_timeout: float = 120.0, preload: tuple[str, ...] | None = None):
@@ -81,7 +82,7 @@ class RankPool:
         self._tasks = [self._ctx.Queue() for _ in range(self.size)]
         for r in range(self.size):
             proc = self._ctx.Process(target=worker.main, daemon=True, name=f"rank{r}", args=(
-                r, self.size, uid, {**self.env, **self.rank_env[r]}, self._tasks[r], self._results,
+                r, self.size, uid, {**os.environ, **self.env, **self.rank_env[r]}, self._tasks[r], self._results,
                 self._stack_path(r)))
             proc.start()
             self._procs.append(proc)  # started ones only: close() joins them

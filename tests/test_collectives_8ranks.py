@@ -1,12 +1,15 @@
-"""Every collective at 8 ranks on the simulator (tiny sizes): the scale of one 8-GPU host, in CI."""
+"""Every collective at 8 ranks on the simulator (tiny sizes): the scale of one 8-GPU host, in CI; and hypothesis over
+every collective, algorithm, dtype and op at 5 and 8 ranks (2 to 4: ``test_collectives``)."""
 
 from __future__ import annotations
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 import collective_cases as cases
 import traffic_cases
-from rankpool import RankPool
+from rankpool import PoolCache, RankPool
 from pymscclpp.runtime import traffic
 
 CASES = {
@@ -30,6 +33,34 @@ def pool8():
                  preload=("pymscclpp", "collective_cases", "traffic_cases"))
     yield p
     p.close()
+
+
+ALGOS = {"all_reduce": ["packet", "simple", "rsag", "rsag_packet"], "all_gather": ["packet", "simple", "read"],
+         "reduce_scatter": ["packet", "simple", "read"], "all_to_all": ["packet", "simple"],
+         "broadcast": ["packet", "simple", "scatter_gather"]}
+five = PoolCache(env={"PYMSCCLPP_TIMEOUT_S": "60"})
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _close_five():
+    yield
+    five.close()
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=list(HealthCheck))
+@given(size=st.sampled_from([5, 8]), call=st.sampled_from([(c, a) for c, algos in ALGOS.items() for a in algos]),
+       count=st.integers(1, 150), dtype=st.sampled_from(["float32", "float16", "int32", "uint8"]),
+       op=st.sampled_from(["sum", "min", "max"]), root=st.integers(0, 7), seed=st.integers(0, 1000),
+       inplace=st.booleans())
+def test_every_collective_and_algorithm_is_exact_on_five_and_eight_ranks(pool8, size, call, count, dtype, op, root,
+                                                                          seed, inplace):
+    collective, algo = call
+    params = dict(count=count, dtype=dtype, seed=seed, inplace=inplace, algo=algo)
+    if collective in ("all_reduce", "reduce_scatter"):
+        params["op"] = op
+    if collective == "broadcast":
+        params["root"] = root % size
+    (pool8 if size == 8 else five(size)).run(getattr(cases, collective), timeout=300, **params)
 
 
 @pytest.mark.parametrize("collective", list(CASES))

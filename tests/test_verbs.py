@@ -4,6 +4,8 @@ against NumPy, groups that cannot deadlock, mismatches raising on both ranks, ba
 from __future__ import annotations
 
 import pytest
+from hypothesis import HealthCheck, assume, given, settings
+from hypothesis import strategies as st
 
 import verb_cases as vc
 from rankpool import PoolCache, RankPool
@@ -38,6 +40,71 @@ def test_a_group_of_many_sends_and_receives_in_any_order_including_to_itself_doe
     plan = [(0, 1, 1500), (0, 1, 7), (1, 0, 2100), (0, 0, 33), (1, 1, 5), (2, 0, 1200), (0, 2, 64), (1, 2, 3)]
     names = pool(3).run(vc.send_recv_plan, plan=plan)
     assert names == ["exchange"] * 3
+
+
+_PROPERTIES = settings(max_examples=20, deadline=None, suppress_health_check=list(HealthCheck))
+_SIZES = st.sampled_from([2, 3, 5, 8])
+
+
+@st.composite
+def _plans(draw):
+    """(ranks, [(src, dst, count), ...]): any sends between any ranks, to themselves and several per pair too."""
+    size = draw(_SIZES)
+    rank = st.integers(0, size - 1)
+    return size, draw(st.lists(st.tuples(rank, rank, st.integers(1, 1500)), min_size=1, max_size=10))
+
+
+def _exchanging(size: int):
+    """The pool of ``size`` ranks, each of which has made a send/recv: the exchange's set-up with every peer is
+    collective, so a later group may leave ranks out."""
+    p = pool(size)
+    if size not in _exchanged:
+        p.run(vc.ring, count=4)
+        _exchanged.add(size)
+    return p
+
+
+_exchanged: set[int] = set()
+
+
+@_PROPERTIES
+@given(plan=_plans(), seed=st.integers(0, 1000))
+def test_any_group_of_sends_and_receives_between_two_to_eight_ranks_delivers_every_buffer(plan, seed):
+    size, ops = plan
+    _exchanging(size).run(vc.send_recv_plan, plan=ops, seed=seed)
+
+
+@st.composite
+def _count_tables(draw):
+    size = draw(_SIZES)
+    row = st.lists(st.integers(0, 700), min_size=size, max_size=size)
+    return draw(st.lists(row, min_size=size, max_size=size))
+
+
+@_PROPERTIES
+@given(counts=_count_tables(), dtype=st.sampled_from(["float32", "float16", "int32", "uint8"]),
+       seed=st.integers(0, 1000))
+def test_all_to_all_with_any_counts_on_two_to_eight_ranks_matches_numpy(counts, dtype, seed):
+    assume(any(sum(row) for row in counts))  # no data at all returns before any launch
+    pool(len(counts)).run(vc.all_to_allv, counts=counts, dtype=dtype, seed=seed)
+
+
+@_PROPERTIES
+@given(size=_SIZES, verb=st.sampled_from(["gather", "scatter", "reduce"]), count=st.integers(1, 700),
+       root=st.integers(0, 7), dtype=st.sampled_from(["float32", "float16", "int32", "uint8"]),
+       op=st.sampled_from(["sum", "min", "max"]), inplace=st.booleans(), seed=st.integers(0, 1000))
+def test_rooted_verbs_on_two_to_eight_ranks_match_numpy(size, verb, count, root, dtype, op, inplace, seed):
+    reducing = verb == "reduce"
+    pool(size).run(vc.rooted, verb=verb, count=count, root=root % size, dtype=dtype, op=op if reducing else "sum",
+                   inplace=inplace and reducing, seed=seed)
+
+
+def test_a_rank_that_only_sends_to_itself_needs_no_other_rank():
+    p = RankPool(2, env={"PYMSCCLPP_TIMEOUT_S": "30"})  # fresh ranks: no exchange set up yet
+    try:
+        assert p.run(vc.self_only_group, count=300) == [False, False]
+    finally:
+        p.close()
 
 
 def _failing(fn, rank_env=None, **params) -> list:

@@ -55,6 +55,22 @@ def send_recv_plan(comm, state, plan: list, seed: int = 0) -> str:
     return served.name if served else ""
 
 
+def self_only_group(comm, state, count: int) -> bool:
+    """Rank 0 sends itself two buffers in a group while rank 1 makes no call: the copies arrive; whether the
+    exchange's lanes (set up with every peer) were made."""
+    if comm.rank == 0:
+        xs = [cuda.to_device(data(i, count)) for i in range(2)]
+        ys = [cuda.to_device(np.zeros(count, np.float32)) for _ in range(2)]
+        with comm.group():
+            for x, y in zip(xs, ys):
+                comm.send(x, 0)
+                comm.recv(y, 0)
+        _sync(comm)
+        for i, y in enumerate(ys):
+            np.testing.assert_array_equal(y.copy_to_host(), data(i, count))
+    return comm.extension("exchange") is not None
+
+
 def ring(comm, state, count: int, dtype: str = "float32", grouped: bool = True, repeat: int = 1) -> None:
     """Every rank sends to the next and receives from the previous (one send and one recv buffer: no staging)."""
     n, me = comm.size, comm.rank

@@ -167,15 +167,15 @@ def issue(comm, ops: list[PeerOp]) -> None:
     by_peer = {p: ([o for o in send_ops if o.peer == p], [o for o in recv_ops if o.peer == p])
                for p in sorted({o.peer for o in ops})}
     _check_self(comm, *by_peer.get(rank, ([], [])))
-    if comm.size == 1:  # only sends to itself: copies
-        for s, r in zip(*by_peer[rank]):
-            _copy(_pair(r.info), 0, _pair(s.info), 0, s.info.nbytes, stream)
-        return
     for i, r in enumerate(recv_ops):
         for o in recv_ops[i + 1:] + send_ops:
             if _overlap(r.info, o.info):
                 raise InvalidUsageError(f"recv from rank {r.peer}: its buffer overlaps another buffer of the group "
                                         f"({o.kind} {'to' if o.kind == 'send' else 'from'} rank {o.peer})")
+    if set(by_peer) == {rank}:  # only sends to itself: copies, no peer and no lanes (their set-up is collective)
+        for s, r in zip(*by_peer[rank]):
+            _copy(_pair(r.info), 0, _pair(s.info), 0, s.info.nbytes, stream)
+        return
     staged_send = len({(o.info.ptr, o.info.nbytes) for o in send_ops}) > 1 or \
         any(len(s) > 1 for s, _ in by_peer.values())
     staged_recv = len(recv_ops) > 1

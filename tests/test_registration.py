@@ -75,3 +75,17 @@ def test_a_view_at_any_offset_maps_exactly_its_bytes(total, data):
     np.testing.assert_array_equal(buf.copy_to_host()[start:start + length], payload)
     assert not buf.copy_to_host()[:start].any() and not buf.copy_to_host()[start + length:].any()
     remote.close()
+
+
+def _create_attach_release(comm) -> tuple[bool, bool]:
+    import os
+    from pymscclpp.runtime import shm
+    mine = shm.create(4096)
+    theirs = shm.attach(mine.name, 4096)  # mapped as a peer maps it: not this mapping's to unlink
+    shm.release_all()
+    return os.path.exists(os.path.join("/dev/shm", mine.name)), shm.find(mine.base, 1) or shm.find(theirs.base, 1)
+
+
+def test_release_all_unlinks_the_segments_this_process_created_and_forgets_the_mapped_ones():
+    from pymscclpp.testing import run_ranks
+    assert run_ranks(1, _create_attach_release) == [(False, None)]  # in a rank: it releases every segment there

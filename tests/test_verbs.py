@@ -107,6 +107,14 @@ def test_a_rank_that_only_sends_to_itself_needs_no_other_rank():
         p.close()
 
 
+def test_ranks_may_start_with_different_verbs():
+    p = RankPool(3, env={"PYMSCCLPP_TIMEOUT_S": "30"})  # fresh ranks: the exchange is set up by their first verbs
+    try:
+        p.run(vc.send_recv_then_gather, count=100)
+    finally:
+        p.close()
+
+
 def _failing(fn, rank_env=None, **params) -> list:
     """``fn`` on a pool of its own: its communicators fail for good."""
     p = RankPool(2, env={"PYMSCCLPP_TIMEOUT_S": "30"}, rank_env=rank_env)

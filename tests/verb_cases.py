@@ -71,6 +71,21 @@ def self_only_group(comm, state, count: int) -> bool:
     return comm.extension("exchange") is not None
 
 
+def send_recv_then_gather(comm, state, count: int) -> None:
+    """Ranks 0 and 1 make a send/recv first while every other rank's first verb is the gather all ranks make next
+    (the exchange's set-up is one, whatever verb a rank starts with)."""
+    if comm.rank < 2:
+        buf = cuda.to_device(data(7, count) if comm.rank == 0 else np.zeros(count, np.float32))
+        (comm.send if comm.rank == 0 else comm.recv)(buf, 1 - comm.rank)
+        _sync(comm)
+        np.testing.assert_array_equal(buf.copy_to_host(), data(7, count))
+    out = cuda.to_device(np.zeros(comm.size * count, np.float32)) if comm.rank == 0 else None
+    comm.gather(cuda.to_device(data(comm.rank, count)), out, root=0)
+    _sync(comm)
+    if out is not None:
+        np.testing.assert_array_equal(out.copy_to_host(), np.concatenate([data(r, count) for r in range(comm.size)]))
+
+
 def ring(comm, state, count: int, dtype: str = "float32", grouped: bool = True, repeat: int = 1) -> None:
     """Every rank sends to the next and receives from the previous (one send and one recv buffer: no staging)."""
     n, me = comm.size, comm.rank

@@ -36,6 +36,9 @@ _INF = float("inf")
 TWO_STEP_NAMES = {"all_reduce": "rsag", "all_gather": "read", "broadcast": "scatter_gather", "reduce_scatter": "read"}
 _CHOICES = 256  # remembered call shapes
 ZERO_COPY = "@zero_copy"  # a table key's suffix: the rows of a collective's calls that run zero-copy
+# algorithms set up together, in one collective set-up: the verbs' exchanges share lanes with every peer, and a
+# rank's first call of them may be any verb (two ranks' send/recv while a third's first is a gather)
+SET_UP_TOGETHER = [frozenset((c, name) for c in EXCHANGED) for name in ("exchange", "cross_host")]
 
 
 def default_table(nranks: int) -> dict:
@@ -166,18 +169,26 @@ class AlgorithmCollection:
             self._preferred.insert(0, key)
 
     def get(self, collective: str, name: str) -> Algorithm:
-        """The algorithm ``name`` of ``collective``, set up on this communicator (collectively, on first use)."""
+        """The algorithm ``name`` of ``collective``, set up on this communicator (collectively, on first use; with
+        the rest of its ``SET_UP_TOGETHER`` family)."""
         key = (collective, name)
+        algo = self._build(key)
+        if key not in self._ready:
+            family = next((sorted(f) for f in SET_UP_TOGETHER if key in f), [key])
+            what = f"{collective} algorithm {name!r}" if len(family) == 1 else \
+                f"the {name!r} algorithms of {', '.join(c for c, _ in family)}"
+            with self.comm.setup(what):  # a failure on one rank raises on all
+                for k in family:
+                    self._build(k).setup(self.comm)
+            self._ready.update(family)
+        return algo
+
+    def _build(self, key: tuple[str, str]) -> Algorithm:
         algo = self._built.get(key)
         if algo is None:
-            if self._factory(collective, name) is None:
-                raise InvalidUsageError(f"unknown {collective} algorithm {name!r}: choose from "
-                                        f"{self.names(collective)}")
+            if self._factory(*key) is None:
+                raise InvalidUsageError(f"unknown {key[0]} algorithm {key[1]!r}: choose from {self.names(key[0])}")
             algo = self._built[key] = self._factories[key]()
-        if key not in self._ready:
-            with self.comm.setup(f"{collective} algorithm {name!r}"):  # a failure on one rank raises on all
-                algo.setup(self.comm)
-            self._ready.add(key)
         return algo
 
     def _factory(self, collective: str, name: str) -> Callable[[], Algorithm] | None:

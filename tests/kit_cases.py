@@ -64,3 +64,11 @@ def start_facts(comm, name="NUMBA_PYMSCCLPP_PROBE"):
     """(parent process id, environment variable ``name``) of a rank."""
     import os
     return os.getppid(), os.environ.get(name)
+
+
+def exit_on_rank_one(comm, code: int):
+    """Rank 1's process ends at once with exit code ``code`` (a crash); the others answer."""
+    import os
+    if comm.rank == 1:
+        os._exit(code)
+    return comm.rank

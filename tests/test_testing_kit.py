@@ -51,6 +51,18 @@ def test_a_rank_that_raises_is_named_with_its_error_and_traceback_and_the_pool_r
         assert pool.run(kit_cases.identity, 1) == [(0, 2, 1), (1, 2, 1)]
 
 
+def test_a_rank_whose_process_ends_is_reported_at_once_not_at_the_timeout_and_the_pool_recovers():
+    import time
+    with ranks(3) as pool:
+        start = time.monotonic()
+        with pytest.raises(RankFailure) as info:
+            pool.run(kit_cases.exit_on_rank_one, 3, timeout=120)
+        assert time.monotonic() - start < 30  # well before the call's 120 s
+        assert "ranks [1] ended without answering (exit codes [3])" in str(info.value)
+        assert info.value.ranks == [1]
+        assert pool.run(kit_cases.identity, 2) == [(0, 3, 2), (1, 3, 2), (2, 3, 2)]
+
+
 def test_a_call_past_its_timeout_names_the_hung_ranks_with_their_stacks_and_the_pool_recovers():
     with ranks(2) as pool:
         before = pool.start().pids

@@ -20,6 +20,7 @@ from .failure import RankFailure
 
 GRACE_S = 5.0  # after a rank raised, how long the others may take to answer before they count as hung
 STACK_WAIT_S = 2.0  # how long a hung rank may take to write its stacks
+POLL_S = 0.5  # how often a wait for answers looks for rank processes that ended without one
 IMPORTED_ONCE = ("pymscclpp.communicator",)  # what a simulator pool's forkserver imports by default
 
 
@@ -102,25 +103,29 @@ class RankPool:
                                                         getattr(fn, "__qualname__", repr(fn)))]
 
     def _collect(self, timeout: float, what: str) -> list:
-        """Every rank's answer, or the pool killed and ``RankFailure`` raised."""
+        """Every rank's answer, or the pool killed and ``RankFailure`` raised (at once when a rank process ends
+        without answering: a crash, or a rank that could not start)."""
         out: dict[int, Any] = {}
         errors: dict[int, tuple] = {}
         deadline = time.monotonic() + timeout
         while len(out) + len(errors) < self.size:
             try:
-                rank, ok, value = self._results.get(timeout=max(0.0, deadline - time.monotonic()))
+                rank, ok, value = self._results.get(timeout=max(0.0, min(POLL_S, deadline - time.monotonic())))
             except queue.Empty:
-                break
+                if time.monotonic() >= deadline:
+                    break
+                if any(not self._procs[r].is_alive() for r in range(self.size) if r not in out and r not in errors):
+                    deadline = min(deadline, time.monotonic() + POLL_S)  # answers already sent still arrive
+                continue
             (out if ok else errors)[rank] = value
             if errors:
                 deadline = min(deadline, time.monotonic() + GRACE_S)
         running = [r for r in range(self.size) if r not in out and r not in errors]
         if not errors and not running:
             return [out[r] for r in range(self.size)]
-        stacks = {r: self._stacks_of(r) for r in running}
+        message = self._message(what, timeout, errors, {r: self._stacks_of(r) for r in running})
         self.close(kill=True)
-        raise RankFailure(self._message(what, timeout, errors, stacks), sorted([*errors, *running]),
-                          {r: e[0] for r, e in errors.items()})
+        raise RankFailure(message, sorted([*errors, *running]), {r: e[0] for r, e in errors.items()})
 
     def _stacks_of(self, rank: int) -> str:
         """The Python stacks rank ``rank`` writes when signalled, or why there are none."""
@@ -141,11 +146,17 @@ class RankPool:
 
     def _message(self, what: str, timeout: float, errors: dict[int, tuple], stacks: dict[int, str]) -> str:
         parts = [f"rank {r} raised {name}: {text}\n{tb}" for r, (name, text, tb) in sorted(errors.items())]
-        if stacks:
-            head = f"ranks {sorted(stacks)} still running after {timeout} s" if not errors else \
-                f"ranks {sorted(stacks)} still running {GRACE_S} s after a rank raised"
+        ended = sorted(r for r in stacks if self._procs[r].exitcode is not None)
+        if ended:
+            parts.append(f"ranks {ended} ended without answering (exit codes "
+                         f"{[self._procs[r].exitcode for r in ended]})")
+        hung = {r: s for r, s in stacks.items() if r not in ended}
+        if hung:
+            head = f"ranks {sorted(hung)} still running after {timeout} s" if not errors and not ended else \
+                f"ranks {sorted(hung)} still running {GRACE_S if errors else POLL_S} s after a rank " + \
+                ("raised" if errors else "ended")
             parts.append(head + " (pool killed):\n" + "\n".join(f"--- rank {r} stack ---\n{s}"
-                                                                for r, s in sorted(stacks.items())))
+                                                                for r, s in sorted(hung.items())))
         return f"{what} failed on {len(errors) + len(stacks)} of {self.size} rank(s):\n" + "\n".join(parts)
 
     def close(self, kill: bool = False) -> None:

@@ -26,19 +26,22 @@ class ShardedReduce(Exchange):
 
     def __init__(self):
         super().__init__("reduce")
-        self.scatter: Algorithm | None = None  # the reduce-scatter it runs (from 3 ranks)
+        self.comm = None  # the communicator (a proxy), from set-up
+        self.scatter: Algorithm | None = None  # the reduce-scatter it runs (from 3 ranks), from its first use
         self.staging: Staging | None = None
 
     def setup(self, comm) -> None:
         super().setup(comm)
-        if comm.size >= 3:
-            self.scatter = comm.algorithms.get("reduce_scatter", SCATTER_REDUCE)
-            self.staging = staging(comm)
+        self.comm = comm
 
     def launch(self, call: Call) -> None:
         if not sharded(call.message_bytes, self.lanes.size):
             super().launch(call)
             return
+        if self.scatter is None:  # at the first sharded reduce, which every rank makes alike (a collective): the
+            # exchange's set-up, which a send/recv may start, makes no reduce-scatter lanes for a reduce never made
+            self.scatter = self.comm.algorithms.get("reduce_scatter", SCATTER_REDUCE)
+            self.staging = staging(self.comm)
         n, shard = self.lanes.size, call.message_bytes // self.lanes.size
         shards = self.staging.get("shard", shard)
         scatter = Call(collective="reduce_scatter", sendbuf=None, recvbuf=None, send=call.send, recv=shards,

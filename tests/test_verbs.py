@@ -58,13 +58,13 @@ def _exchanging(size: int):
     """The pool of ``size`` ranks, each of which has made a send/recv: the exchange's set-up with every peer is
     collective, so a later group may leave ranks out."""
     p = pool(size)
-    if size not in _exchanged:
+    if tuple(p.pids) not in _exchanged:  # new ranks (a failed call restarts the pool): set up again
         p.run(vc.ring, count=4)
-        _exchanged.add(size)
+        _exchanged.add(tuple(p.pids))
     return p
 
 
-_exchanged: set[int] = set()
+_exchanged: set[tuple] = set()  # the pids of pools whose ranks have made a send/recv
 
 
 @_PROPERTIES

@@ -35,7 +35,8 @@ def _rank_main(fn, rank: int, size: int, ports, env: dict, results) -> None:
 def run_ranks(fn, size: int = 2, env: dict | None = None, timeout: float = 240.0, lost: tuple = ()) -> list:
     """Run ``fn(dist, store, rank, size)`` in ``size`` spawned rank processes; their results, or the failures.
     ``lost``: ranks that kill themselves (no answer expected; their result stays None)."""
-    env = {"PYMSCCLPP_BACKEND": "sim", "PYMSCCLPP_SOCKET_ADDR": "127.0.0.1", **(env or {})}
+    # this process's environment as it is now: forked ranks inherit the server's, from when it started
+    env = {**os.environ, "PYMSCCLPP_BACKEND": "sim", "PYMSCCLPP_SOCKET_ADDR": "127.0.0.1", **(env or {})}
     results, port = _CTX.Queue(), _CTX.Queue()
     procs = [_CTX.Process(target=_rank_main, args=(fn, r, size, port, env, results), daemon=True)
              for r in range(size)]

@@ -30,10 +30,9 @@ def _default_preload(envs: list[dict]) -> tuple[str, ...]:
     numba-cuda); fresh interpreters where a rank's environment changes what is read at import (the backend,
     numba's settings), and on GPUs, where a fork after CUDA started breaks CUDA."""
     from ..runtime.backend import IS_SIM
-    changed = {k for env in envs for k, v in env.items() if os.environ.get(k) != v
-               and not (k == "PYMSCCLPP_BACKEND" and v == "sim")}
-    return IMPORTED_ONCE if IS_SIM and not any(k.startswith(("PYMSCCLPP_BACKEND", "NUMBA_")) for k in changed) \
-        else ()
+    read_at_import = [(k, v) for env in envs for k, v in env.items() if k.startswith(("PYMSCCLPP_BACKEND", "NUMBA_"))]
+    unchanged = all(v == os.environ.get(k) or (k, v) == ("PYMSCCLPP_BACKEND", "sim") for k, v in read_at_import)
+    return IMPORTED_ONCE if IS_SIM and unchanged else ()
 
 
 def _context(preload: tuple[str, ...]) -> Any:

@@ -30,8 +30,9 @@ def _default_preload(envs: list[dict]) -> tuple[str, ...]:
     numba-cuda); fresh interpreters where a rank's environment changes what is read at import (the backend,
     numba's settings), and on GPUs, where a fork after CUDA started breaks CUDA."""
     from ..runtime.backend import IS_SIM
-    read_at_import = [(k, v) for env in envs for k, v in env.items() if k.startswith(("PYMSCCLPP_BACKEND", "NUMBA_"))]
-    unchanged = all(v == os.environ.get(k) or (k, v) == ("PYMSCCLPP_BACKEND", "sim") for k, v in read_at_import)
+    backends = {env.get("PYMSCCLPP_BACKEND", "sim") for env in envs} - {"sim", config.get("PYMSCCLPP_BACKEND")}
+    unchanged = not backends and all(v == os.environ.get(k) for env in envs for k, v in env.items()
+                                     if k.startswith("NUMBA_"))
     return IMPORTED_ONCE if IS_SIM and unchanged else ()
 
 

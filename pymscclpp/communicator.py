@@ -91,10 +91,9 @@ class Communicator(_RuntimeCommunicator):
         order): all-reduces, reduce-scatters, all-gathers, out-of-place all-to-alls and broadcasts (the root's send
         buffer, the others' receive buffer) on buffers that start at registered ones, on every rank, read peers'
         inputs and write peers' outputs directly, with no scratch copy; so do all-to-alls with counts (every rank's
-        send buffer) and, with PYMSCCLPP_SEND_RECV_ZERO_COPY=1, send/recv calls, whose receivers read the sender's
-        buffer (a call's one send buffer, or receiving only its receive buffer: a pair must then call on the same
-        registration, or both on unregistered buffers, else its ranks raise CallMismatchError). Deregister it
-        before freeing it."""
+        send buffer) and send/recv pairs whose sender's one send buffer starts a buffer of the registration the
+        receiver's own send buffer (receiving only: its receive buffer) starts, which the receiver reads directly
+        (other pairs of the same call stage). Deregister it before freeing it."""
         self.extension("windows", Windows).register(buf)
 
     @entry

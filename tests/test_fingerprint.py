@@ -67,31 +67,6 @@ def test_a_pushing_zero_copy_call_differs_from_a_pulling_one_and_says_so(collect
     assert fpr.describe(pushed) == fpr.describe(fp) + " on registered buffers (zero-copy, writing into peers' outputs)"
 
 
-def test_a_send_recv_descriptor_of_registration_1_is_not_read_as_pushing():
-    marked = fpr.zero_copy_pair(fpr.pack("send_recv", 4096, "float32", "sum", 77), 1)  # root field 2, as PUSHED
-    assert fpr.describe(marked).endswith(" on registered buffers (zero-copy)")
-
-
-def test_a_zero_copy_send_recv_descriptor_differs_from_staged_ones_and_by_registration():
-    plain = {fpr.pack("send_recv", 4096, "float32", "sum", digest) for digest in range(2048)}
-    marks = {}
-    for serial in (0, 1, fpr.MAX_SERIAL):
-        fp = fpr.pack("send_recv", 4096, "float32", "sum", 77)
-        marked = fpr.zero_copy_pair(fp, serial)
-        assert marked not in plain and fpr.is_zero_copy(marked) and not fpr.is_zero_copy(fp)
-        assert 0 < marked < 1 << 63 and fpr.unpack(marked)[:3] == fpr.unpack(fp)[:3]
-        marks[serial] = marked
-    assert len(set(marks.values())) == len(marks)
-    assert "(send/recv, op sizes" in fpr.pair_mismatch_text(0, 1, marks[0], marks[1], True)
-    assert "same registration" in fpr.pair_mismatch_text(0, 1, marks[0], fpr.pack("send_recv", 4096, "float32",
-                                                                                   "sum", 77), True)
-    assert fpr.zero_copy_pair(0, 3) == 0
-    empty = fpr.pack("send_recv", 0, "none", "sum", 0)  # a direction with no op: nothing is read, no mark
-    assert fpr.zero_copy_pair(empty, 5) == empty
-    with pytest.raises(ValueError, match="outside 0 to 2046"):
-        fpr.zero_copy_pair(fp, fpr.MAX_SERIAL + 1)
-
-
 def test_rooted_calls_that_reduce_have_no_zero_copy_mark():
     with pytest.raises(ValueError, match="reduce has no zero-copy mark"):
         fpr.zero_copy(fpr.pack("reduce", 64, "float32", "sum", 1))

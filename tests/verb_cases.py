@@ -334,13 +334,13 @@ def all_to_allv_zero_copy(comm, state, counts: list, dtype: str, registered, cap
             np.testing.assert_array_equal(send.copy_to_host(), data(me, sum(send_counts), dtype, seed=it))
     finally:
         verbs.capturing = real
-    names = {launch.kernel.py_func.__name__ for launch in comm.last_algorithm("all_to_allv").kernel_launches()}
+    read = _reads_zero_copy(comm, "all_to_allv")
     for buf in bufs:
         comm.deregister_buffer(buf)
     if windows.captured == mapped + repeat:
         return "zero-copy (captured)"
     assert windows.captured == mapped, (mapped, windows.captured)
-    return "zero-copy (registered)" if "peer_read_zero_copy" in names else "staged"
+    return "zero-copy (registered)" if read else "staged"
 
 
 def _mapped(count: int, dtype: str):
@@ -349,19 +349,23 @@ def _mapped(count: int, dtype: str):
 
 
 @contextlib.contextmanager
-def _zero_copy_sends():
-    """PYMSCCLPP_SEND_RECV_ZERO_COPY=1 in this rank while the block runs (read at use)."""
-    os.environ["PYMSCCLPP_SEND_RECV_ZERO_COPY"] = "1"
+def _send_recv_staged():
+    """PYMSCCLPP_SEND_RECV_ZERO_COPY=0 in this rank while the block runs (read at use)."""
+    os.environ["PYMSCCLPP_SEND_RECV_ZERO_COPY"] = "0"
     try:
         yield
     finally:
         del os.environ["PYMSCCLPP_SEND_RECV_ZERO_COPY"]
 
 
-def _read_zero_copy(comm) -> bool:
-    """Whether this rank's last send/recv call ran the zero-copy read kernel."""
-    launches = comm.last_algorithm("send_recv").kernel_launches()
-    return "peer_read_zero_copy" in {k.kernel.py_func.__name__ for k in launches}
+def _modes(comm, collective: str = "send_recv") -> dict:
+    """How this rank's last exchange call moved data with each peer (``ExchangeLanes.pair_modes``)."""
+    return comm.last_algorithm(collective).pair_modes()
+
+
+def _reads_zero_copy(comm, collective: str) -> bool:
+    """Whether this rank's last ``collective`` call read some peer's bytes, or had its own read, zero-copy."""
+    return any(mode != "staged" for mode in _modes(comm, collective).values())
 
 
 def registered_ring(comm, state, count: int, dtype: str, repeat: int = 2) -> None:
@@ -369,9 +373,13 @@ def registered_ring(comm, state, count: int, dtype: str, repeat: int = 2) -> Non
     previous: each receiver reads it zero-copy, exact, call after call, the send buffer untouched."""
     send, recv = _mapped(count, dtype), _mapped(count, dtype)
     comm.register_buffer(send)
-    with _zero_copy_sends():
-        _ring(comm, send, recv, count, dtype, repeat)
-    assert _read_zero_copy(comm)
+    _ring(comm, send, recv, count, dtype, repeat)
+    n, me = comm.size, comm.rank
+    modes = _modes(comm)
+    if n == 2:
+        assert modes == {1 - me: "read, read by"}, modes
+    else:
+        assert modes[(me - 1) % n] == "read" and modes[(me + 1) % n] == "read by", modes
     comm.deregister_buffer(send)
 
 
@@ -390,14 +398,30 @@ def _ring(comm, send, recv, count: int, dtype: str, repeat: int) -> None:
         np.testing.assert_array_equal(send.copy_to_host(), x)
 
 
-def registered_sends_stage_by_default(comm, state, count: int) -> None:
-    """PYMSCCLPP_SEND_RECV_ZERO_COPY unset: a ring whose send buffers are registered (rank 0's receive buffer
-    too, rank 1's not) stages, exact."""
+def registered_sends_stage_when_zero_copy_is_off(comm, state, count: int) -> None:
+    """PYMSCCLPP_SEND_RECV_ZERO_COPY=0: a ring whose send buffers are registered stages, exact."""
     send, recv = _mapped(count, "float32"), _mapped(count, "float32")
     comm.register_buffer(send)
-    _ring(comm, send, recv, count, "float32", 2)
-    assert not _read_zero_copy(comm)
+    with _send_recv_staged():
+        _ring(comm, send, recv, count, "float32", 2)
+    assert set(_modes(comm).values()) == {"staged"}, _modes(comm)
     comm.deregister_buffer(send)
+
+
+def mixed_ring(comm, state, count: int, dtype: str) -> None:
+    """A ring whose send buffers start one registration, but rank 0 sends another, unregistered buffer (and
+    receives into one): in the one call the pairs from and to rank 0 stage and every other pair reads zero-copy,
+    exact on every rank."""
+    n, me = comm.size, comm.rank
+    registered = _mapped(count, dtype)
+    comm.register_buffer(registered)
+    send, recv = (_mapped(count, dtype), _mapped(count, dtype)) if me == 0 else (registered, _mapped(count, dtype))
+    _ring(comm, send, recv, count, dtype, 2)
+    modes = _modes(comm)
+    after, before = (me + 1) % n, (me - 1) % n
+    assert modes[after] == ("staged" if 0 in (me, after) else "read by"), modes
+    assert modes[before] == ("staged" if 0 in (me, before) else "read"), modes
+    comm.deregister_buffer(registered)
 
 
 def registered_send_to_receivers(comm, state, count: int, dtype: str, receivers: int) -> None:
@@ -406,36 +430,36 @@ def registered_send_to_receivers(comm, state, count: int, dtype: str, receivers:
     buf = _mapped(count, dtype)
     comm.register_buffer(buf)
     x = data(0, count, dtype)
-    with _zero_copy_sends():
-        if comm.rank == 0:
-            buf.copy_to_device(x)
-            with comm.group():
-                for peer in range(1, receivers + 1):
-                    comm.send(buf, peer)
-        elif comm.rank <= receivers:
-            comm.recv(buf, 0)
-        _sync(comm)
-    if comm.rank <= receivers:
+    if comm.rank == 0:
+        buf.copy_to_device(x)
+        with comm.group():
+            for peer in range(1, receivers + 1):
+                comm.send(buf, peer)
+    elif comm.rank <= receivers:
+        comm.recv(buf, 0)
+    _sync(comm)
+    if comm.rank == 0:
+        assert _modes(comm) == {p: "read by" if p <= receivers else "staged" for p in range(1, comm.size)}
+    elif comm.rank <= receivers:
         np.testing.assert_array_equal(buf.copy_to_host(), x)
-        assert _read_zero_copy(comm)
+        assert _modes(comm)[0] == "read", _modes(comm)
     comm.deregister_buffer(buf)
 
 
-def registered_on_one_side(comm, state, both: bool) -> str:
+def registered_on_one_side(comm, state, both: bool) -> None:
     """Every rank registers a buffer (``both``: two); rank 0 sends rank 1 the first, rank 1 receives into another
-    buffer (``both``: the second, another registration): zero-copy meets staged (or another registration), so
-    both raise CallMismatchError before any data moves (the receive buffer untouched); the error text."""
+    buffer (unregistered, or ``both``: the second, another registration): the pair stages, exact."""
     registered, other = _mapped(64, "float32"), _mapped(64, "float32")
     comm.register_buffer(registered)
     if both:
         comm.register_buffer(other)
     registered.copy_to_device(data(comm.rank, 64))
     other.copy_to_device(np.full(64, 7, np.float32))
-    try:
-        with _zero_copy_sends():
-            (comm.send(registered, 1) if comm.rank == 0 else comm.recv(other, 0))
-            _sync(comm)
-    except CallMismatchError as exc:
-        assert comm.rank == 0 or (other.copy_to_host() == 7).all()
-        return str(exc)
-    raise AssertionError("a zero-copy send/recv met a staged one and nothing failed")
+    (comm.send(registered, 1) if comm.rank == 0 else comm.recv(other, 0))
+    _sync(comm)
+    if comm.rank == 1:
+        np.testing.assert_array_equal(other.copy_to_host(), data(0, 64))
+    assert _modes(comm) == {1 - comm.rank: "staged"}, _modes(comm)
+    comm.deregister_buffer(registered)
+    if both:
+        comm.deregister_buffer(other)

@@ -22,6 +22,4 @@ def entry_kernels(nranks: int) -> dict[str, tuple]:
             out[kernel.py_func.__name__] = (kernel, cls.zero_copy_argtypes(nranks))
     kernel = exchange.peer_exchange_simple  # send/recv, all-to-all with counts, gather, scatter, reduce
     out[kernel.py_func.__name__] = (kernel, exchange.argtypes(nranks))
-    kernel = exchange.peer_read_zero_copy  # send/recv, all-to-all with counts on mapped buffers
-    out[kernel.py_func.__name__] = (kernel, exchange.read_argtypes(nranks))
     return out

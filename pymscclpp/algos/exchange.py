@@ -17,11 +17,11 @@ from ..runtime.backend import IS_SIM
 from ..runtime.buffers import buffer_info
 from ..runtime.fingerprint import pack
 from ..runtime.launch import Launch
-from ..runtime.memory import alloc
+from ..runtime.memory import PeerMemory, alloc
 from .algorithm import Algorithm, Call, Constraint
-from .exchange_kernels import AREA_SLOT, ROW, peer_exchange_simple, peer_read_zero_copy
+from .exchange_kernels import AREA_SLOT, IS_READ, READS, ROW, ZC_PEERS, peer_exchange_simple
 from .grid import blocks_for
-from .windows import PreparedLaunches, Windows
+from .windows import MAX_SERIAL, PreparedLaunches, Windows
 
 EXCHANGED = ("send_recv", "all_to_allv", "gather", "scatter", "reduce")  # the collectives these algorithms serve
 # the simulator runs blocks one after another, so one block (``exchange_kernels``); its rounds, stripes and
@@ -36,15 +36,23 @@ STRIPES = 4 if IS_SIM else 16  # the most stripes a stream runs on (``exchange_k
 STRIPE_BYTES = 256 if IS_SIM else 64 << 10  # a stream takes a stripe per STRIPE_BYTES of a round
 
 
-def layout(nranks: int, sends: dict, recvs: dict, descriptors: dict | None) -> tuple:
+def layout(nranks: int, sends: dict, recvs: dict, descriptors: dict | None, codes: dict | None = None) -> tuple:
     """A call's kernel table: ``sends``/``recvs`` map a rank to its (offset, bytes) range (absent: nothing),
-    ``descriptors`` a rank to (send descriptor, receive descriptor) (None: the check is off)."""
+    ``descriptors`` a rank to (send descriptor, receive descriptor) (None: the check is off), ``codes`` a rank to
+    (send code, read code, peer offset) (absent, or the check off: the pair stages; ``exchange_kernels``)."""
     table = []
     for p in range(nranks):
         s, r = sends.get(p, (0, 0)), recvs.get(p, (0, 0))
         fps = (0, 0) if descriptors is None else descriptors.get(p, (0, 0))
-        table += [s[0], s[1], r[0], r[1], *fps]
+        zc = (0, 0, 0) if descriptors is None or codes is None else codes.get(p, (0, 0, 0))
+        table += [s[0], s[1], r[0], r[1], *fps, *zc]
     return tuple(int(v) for v in table)
+
+
+def zero_copy_code(window) -> int:
+    """What a rank trades about a mapped buffer (``exchange_kernels``): its registration's serial + 1, or, for a
+    captured call's mapping (which every rank of the call takes together), one code above every serial's."""
+    return window.serial + 1 if window.serial >= 0 else MAX_SERIAL + 2
 
 
 def descriptor(collective: str, nbytes: int, dtype: str, op: str = "sum", root: int = 0) -> int:
@@ -71,7 +79,8 @@ def rooted_descriptors(nranks: int, rank: int, collective: str, nbytes: int, dty
 
 class ExchangeLanes:
     """What every exchange algorithm of a communicator shares: channels, scratch, pair area, sequence words, and
-    the prepared launch (calls run one after another, as with NCCL)."""
+    the prepared launches (calls run one after another, as with NCCL): one without mapped peer buffers, one per
+    registered window a call reads peers' buffers through."""
 
     def __init__(self, comm):
         from numba import cuda
@@ -82,46 +91,52 @@ class ExchangeLanes:
         self.stripes = STRIPES if IS_SIM else max(1, min(STRIPES, self.blocks // 2))
         self.scratch = alloc(SLOTS * comm.size * SLOT_BYTES)
         self.area = alloc(2 * comm.size * AREA_SLOT)
-        peers = [p for p in range(comm.size) if p != comm.rank]
-        self.channels = comm.memory_channels(peers, src=self.scratch, inbox=self.scratch,
+        self.peers = [p for p in range(comm.size) if p != comm.rank]
+        self.channels = comm.memory_channels(self.peers, src=self.scratch, inbox=self.scratch,
                                              semaphores=2 * max(self.blocks, STRIPES))
-        self.remotes = [comm.exchange_memory(self.area, p) for p in peers]
-        self.view = self.channels[peers[0]].inbox  # the scratch as the uint8 array kernels take
+        self.remotes = [comm.exchange_memory(self.area, p) for p in self.peers]
+        self.view = self.channels[self.peers[0]].inbox  # the scratch as the uint8 array kernels take
         self.address = buffer_info(self.scratch).ptr
         self.seqs = cuda.to_device(np.zeros(self.blocks * comm.size, np.uint32))
-        args = {"chans": tuple(self.channels[p].device_handle() for p in peers),
-                "areas": tuple(r.array for r in self.remotes), "area": self.area,
-                "table": (0,) * (ROW * comm.size), "inp": self.view, "out": self.view, "scratch": self.view,
-                "seqs": self.seqs, "chunk": SLOT_BYTES, "slots": SLOTS, "stripes": self.stripes,
-                "stripe_bytes": STRIPE_BYTES, "rank": comm.rank, "nranks": comm.size, "root": -1, "kind": 0,
-                "op": 0}
-        self.kernel_launch = Launch(peer_exchange_simple, self.blocks, GRID[1], args, argtypes=argtypes(comm.size))
-        self._read_args = {name: args[name] for name in ("chans", "areas", "area", "table")}
-        self._read_args.update({"ins": (), "inp": self.view, "out": self.view, "seqs": self.seqs, "rank": comm.rank,
-                                "nranks": comm.size})
+        self.seen = cuda.to_device(np.zeros(min(len(self.peers), ZC_PEERS), np.uint32))
+        self._args = {"chans": tuple(self.channels[p].device_handle() for p in self.peers),
+                      "areas": tuple(r.array for r in self.remotes), "area": self.area,
+                      "table": (0,) * (ROW * comm.size), "ins": (PeerMemory(self.view),) * len(self.peers),
+                      "inp": self.view, "out": self.view, "scratch": self.view, "seqs": self.seqs, "seen": self.seen,
+                      "chunk": SLOT_BYTES, "slots": SLOTS, "stripes": self.stripes, "stripe_bytes": STRIPE_BYTES,
+                      "rank": comm.rank, "nranks": comm.size, "root": -1, "kind": 0, "op": 0}
+        self.kernel_launch = self._launch(self._args["ins"])
         self.zero_copy = PreparedLaunches(comm.extension("windows", Windows))
 
+    def _launch(self, ins: tuple) -> Launch:
+        """A launch reading peers' mapped buffers through ``ins`` (placeholders when it maps none)."""
+        return Launch(peer_exchange_simple, self.blocks, GRID[1], dict(self._args, ins=ins),
+                      argtypes=argtypes(self.size))
+
     def kernel_launches(self) -> list[Launch]:
-        """Every launch prepared: the staged one and the zero-copy ones of registered buffers."""
+        """Every launch prepared: the one without mapped buffers and those of registered windows."""
         return [self.kernel_launch, *self.zero_copy.values()]
 
-    def _read_launch(self, windows: tuple) -> Launch:
-        args = dict(self._read_args, ins=windows[0].handles)
-        return Launch(peer_read_zero_copy, self.blocks, GRID[1], args, argtypes=read_argtypes(self.size))
-
     def launch(self, call: Call) -> Launch:
-        """Issue ``call`` (its ``layout`` the table): zero-copy when it carries the window of its send buffers
-        (prepared once per registered window; a captured call's launch is its graph's)."""
+        """Issue ``call`` (its ``layout`` the table), reading peers' buffers through the window it carries, if
+        any (prepared once per registered window; a captured call's launch is its graph's)."""
         window = call.window
         if window is None:
             k = self.kernel_launch
         elif window.serial >= 0:
-            k = self.zero_copy.get((window,), self._read_launch)
+            k = self.zero_copy.get((window,), lambda windows: self._launch(windows[0].handles))
         else:
-            k = self._read_launch((window,))
+            k = self._launch(window.handles)
         bind(k, call, self.size, self.address, self.view)
         k.launch(call.stream)
         return k
+
+    def pair_modes(self) -> dict[int, str]:
+        """How the last call moved data with each peer, as its block 0 saw it (waits for the device): ``read`` (we
+        read the peer's bytes from its buffer), ``read by`` (it read ours), both, or ``staged`` (or nothing)."""
+        seen = self.seen.copy_to_host()
+        names = {0: "staged", READS: "read", IS_READ: "read by", READS | IS_READ: "read, read by"}
+        return {p: names[int(seen[j])] for j, p in enumerate(self.peers[:ZC_PEERS])}
 
     def close(self) -> None:
         for ch in self.channels.values():
@@ -133,17 +148,13 @@ class ExchangeLanes:
 
 def bind(k: Launch, call: Call, nranks: int, address: int, placeholder) -> None:
     """Set an exchange launch's slots for ``call``: its buffers (a side with none, nothing to send or receive, views
-    ``placeholder`` at ``address``), its table, and the root, dtype and op of a reduce (the staged kernel's)."""
+    ``placeholder`` at ``address``), its table, and the root, dtype and op of a reduce."""
     for slot, (ptr, array) in (("inp", call.send), ("out", call.recv)):
         if ptr is None:
             k.set_buffer(slot, address, placeholder.size, placeholder)
-        elif slot == "inp" and call.window is not None:  # the table's send offsets are peers': the window's bytes
-            k.set_buffer(slot, ptr, call.window.nbytes, array)
         else:
             k.set_buffer(slot, ptr, call_span(call.layout, nranks, slot == "out"), array)
     k.set_ints("table", call.layout)
-    if call.window is not None:  # the zero-copy kernel reduces nothing
-        return
     reducing = call.collective == "reduce"
     k.set_int("root", call.root if reducing else -1)
     k.set_int("kind", red.DTYPE_KINDS[call.dtype] if reducing else 0)
@@ -160,15 +171,8 @@ def argtypes(nranks: int) -> tuple:
     """The numba types of ``peer_exchange_simple``'s arguments on ``nranks`` ranks."""
     i64 = types.int64
     return (types.UniTuple(ht.memory_channel(), nranks - 1), types.UniTuple(ht.BYTES, nranks - 1), ht.BYTES,
-            types.UniTuple(i64, ROW * nranks), ht.BYTES, ht.BYTES, ht.BYTES, ht.U32, *(i64,) * 9)
-
-
-def read_argtypes(nranks: int) -> tuple:
-    """The numba types of ``peer_read_zero_copy``'s arguments on ``nranks`` ranks."""
-    i64 = types.int64
-    return (types.UniTuple(ht.memory_channel(), nranks - 1), types.UniTuple(ht.BYTES, nranks - 1), ht.BYTES,
             types.UniTuple(i64, ROW * nranks), types.UniTuple(ht.peer_memory(), nranks - 1), ht.BYTES, ht.BYTES,
-            ht.U32, i64, i64)
+            ht.BYTES, ht.U32, ht.U32, *(i64,) * 9)
 
 
 def lanes(comm) -> ExchangeLanes:
@@ -197,6 +201,10 @@ class Exchange(Algorithm):
 
     def launch(self, call: Call) -> None:
         self.last_kernel = self.lanes.launch(call).name
+
+    def pair_modes(self) -> dict[int, str]:
+        """How this communicator's last exchange call moved data with each peer (``ExchangeLanes.pair_modes``)."""
+        return self.lanes.pair_modes()
 
     def traffic(self, size: int, nranks: int, rank: int, root: int = 0) -> tuple[int, int]:
         """What goes through the channels for the bench's calls of ``size`` bytes (``bench.traffic``): a ring of

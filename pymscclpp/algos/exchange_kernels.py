@@ -3,10 +3,15 @@
 sends it (reduce). One launch, whatever the number of peers and bytes, so a group's sends and receives never
 wait on a launch queued behind them.
 
-``table`` holds six int64 per rank p: (send offset, send bytes, receive offset, receive bytes, send descriptor,
-receive descriptor); descriptors are ``runtime.fingerprint`` packs of what this rank sends p and receives from
-p, 0 with the check off. Before any data moves between two ranks they trade descriptors (LL16 packets in a
-per-pair area, flagged with a per-pair sequence number), and a disagreement is recorded on both (pair check).
+``table`` holds nine int64 per rank p: (send offset, send bytes, receive offset, receive bytes, send descriptor,
+receive descriptor, send code, read code, peer offset); descriptors are ``runtime.fingerprint`` packs of what this
+rank sends p and receives from p, 0 with the check off. Before any data moves between two ranks they trade
+descriptors (LL16 packets in a per-pair area, flagged with a per-pair sequence number), and a disagreement is
+recorded on both (pair check). They trade their codes too (``zero_copy_code``): the send code names the mapped
+buffer our bytes for p start (0: none), the read code the mapping ``ins`` our kernel reads peers' buffers
+through (0: none); when p's send code for us equals our read code, we read p's bytes straight from its buffer
+(from its peer offset) and p stages nothing for us. Both ends decide each direction alike, so any mix of staged
+and zero-copy pairs runs in one call.
 
 Data goes in rounds of ``chunk`` bytes through a ring of ``slots`` slots per sender in the receiver's scratch:
 the sender writes round k once the receiver freed round k - slots of that slot, the receiver copies it out and
@@ -37,9 +42,11 @@ from .blocks import copy_unless_same
 from .protocols import SIMPLE_LIMITS
 from .shares import end_to_end_share, part_of, round_share
 
-ROW = 6  # table entries per rank
-SEND_OFF, SEND_N, RECV_OFF, RECV_N, SEND_FP, RECV_FP = range(ROW)
-AREA_SLOT = 2 * prim.LL16_BYTES  # a pair area slot: the sender's send and receive descriptors
+ROW = 9  # table entries per rank
+SEND_OFF, SEND_N, RECV_OFF, RECV_N, SEND_FP, RECV_FP, SEND_ZC, READ_ZC, PEER_OFF = range(ROW)
+AREA_SLOT = 3 * prim.LL16_BYTES  # a pair area slot: the sender's send and receive descriptors, then its codes
+ZC_PEERS = 64  # peers a call may read zero-copy from (or be read by): peer indices beyond stage
+READS, IS_READ = 1, 2  # a pair's mode bits: we read the peer's bytes zero-copy; the peer reads ours
 
 
 @cuda.jit(device=True)
@@ -49,29 +56,34 @@ def checked(table, p):
 
 
 @cuda.jit(device=True)
-def pairs_agree(chans, areas, area, table, seqs, rank, nranks):
+def pairs_agree(chans, areas, area, table, seqs, modes, seen, rank, nranks):
     """The pair check: True on every thread of the block when every peer we trade with sends what we receive and
     receives what we send. Thread j loads the block's sequence number with peer j once, block 0's puts our
-    descriptors for peer j into slot ``rank`` of its pair area, and thread j waits for both of peer j's (one
-    probe); a disagreement or a failed wait is recorded. Then the block's sequence words advance."""
+    descriptors and codes for peer j into slot ``rank`` of its pair area, and thread j waits for both of peer j's
+    descriptors (one probe), and its codes when ours could match; a disagreement or a failed wait is recorded.
+    ``modes[j]`` (shared by the block; block 0 also writes them to ``seen[j]``): the pair's ``READS``/``IS_READ``
+    bits. Then the block's sequence words advance."""
     tid = cuda.threadIdx.x
     bad = 0
     seq = 0
     k = 0
     if tid < nranks - 1:
+        mode = 0
         p = peer_rank(tid, rank)
         if checked(table, p):
             k = cuda.blockIdx.x * nranks + p
             seq = prim.next_flag(seqs[k])  # never 0, its parity alternating
             f = np.uint32(seq)
             mine_send, mine_recv = table[ROW * p + SEND_FP], table[ROW * p + RECV_FP]
+            send_zc, read_zc = table[ROW * p + SEND_ZC], table[ROW * p + READ_ZC]
             if cuda.blockIdx.x == 0:
                 off = ((seq % 2) * nranks + rank) * AREA_SLOT
                 store_v4_volatile(areas[tid], off, np.uint32(mine_send & 0xFFFFFFFF), f, np.uint32(mine_send >> 32), f)
                 store_v4_volatile(areas[tid], off + prim.LL16_BYTES, np.uint32(mine_recv & 0xFFFFFFFF), f,
                                   np.uint32(mine_recv >> 32), f)
-            a, c, a2, c2, got = prim.read_two_packets_ll16_from(area, ((seq % 2) * nranks + p) * AREA_SLOT, seq,
-                                                                chans[tid], p, OP_PAIR_WAIT)
+                store_v4_volatile(areas[tid], off + 2 * prim.LL16_BYTES, np.uint32(send_zc), f, np.uint32(read_zc), f)
+            at = ((seq % 2) * nranks + p) * AREA_SLOT
+            a, c, a2, c2, got = prim.read_two_packets_ll16_from(area, at, seq, chans[tid], p, OP_PAIR_WAIT)
             their_send = (np.int64(c) << np.int64(32)) | np.int64(a)
             their_recv = (np.int64(c2) << np.int64(32)) | np.int64(a2)
             if not got:
@@ -82,10 +94,36 @@ def pairs_agree(chans, areas, area, table, seqs, rank, nranks):
             elif their_recv != mine_send:
                 record_mismatch(chans[tid].err, OP_PAIR_SEND, rank, p, seq, mine_send, their_recv)
                 bad = 1
+            elif (send_zc != 0 or read_zc != 0) and tid < ZC_PEERS:
+                their_send_zc, their_read_zc, got = prim.read_packet_ll16_from(area, at + 2 * prim.LL16_BYTES, seq,
+                                                                               chans[tid], p, OP_PAIR_WAIT)
+                if not got:
+                    bad = 1
+                if read_zc != 0 and their_send_zc == read_zc:
+                    mode |= READS
+                if send_zc != 0 and their_read_zc == send_zc:
+                    mode |= IS_READ
+        if tid < ZC_PEERS:
+            modes[tid] = mode
+            if cuda.blockIdx.x == 0:
+                seen[tid] = mode
     bad = cuda.syncthreads_or(bad)
     if seq != 0:
         seqs[k] = seq
     return bad == 0
+
+
+@cuda.jit(device=True)
+def staged_n(table, modes, j, p, receiving):
+    """Bytes of our stream with peer ``p`` (index ``j``) that go through the rings: its send (or receive) bytes,
+    0 when the pair reads that direction zero-copy."""
+    if receiving:
+        n, zc = table[ROW * p + RECV_N], READS
+    else:
+        n, zc = table[ROW * p + SEND_N], IS_READ
+    if j < ZC_PEERS and modes[j] & zc:
+        return 0
+    return n
 
 
 @cuda.jit(device=True)
@@ -95,6 +133,16 @@ def rounds_of(table, rank, nranks, chunk):
     for p in range(nranks):
         if p != rank:
             most = max(most, table[ROW * p + SEND_N], table[ROW * p + RECV_N])
+    return (most + chunk - 1) // chunk
+
+
+@cuda.jit(device=True)
+def staged_rounds_of(table, modes, rank, nranks, chunk):
+    """Rounds of the call through the rings: the most any peer's staged send or receive range takes."""
+    most = 0
+    for j in range(nranks - 1):
+        p = peer_rank(j, rank)
+        most = max(most, staged_n(table, modes, j, p, 0), staged_n(table, modes, j, p, 1))
     return (most + chunk - 1) // chunk
 
 
@@ -125,13 +173,13 @@ def stripes_of(nbytes, chunk, stripes, stripe_bytes):
 
 
 @cuda.jit(device=True)
-def stripes_in_call(table, chunk, stripes, stripe_bytes, rank, nranks):
-    """Every send and receive stripe of the call (blocks from this index on have none)."""
+def stripes_in_call(table, modes, chunk, stripes, stripe_bytes, rank, nranks):
+    """Every staged send and receive stripe of the call (blocks from this index on have none)."""
     total = 0
-    for p in range(nranks):
-        if p != rank:
-            total += stripes_of(table[ROW * p + SEND_N], chunk, stripes, stripe_bytes)
-            total += stripes_of(table[ROW * p + RECV_N], chunk, stripes, stripe_bytes)
+    for j in range(nranks - 1):
+        p = peer_rank(j, rank)
+        total += stripes_of(staged_n(table, modes, j, p, 0), chunk, stripes, stripe_bytes)
+        total += stripes_of(staged_n(table, modes, j, p, 1), chunk, stripes, stripe_bytes)
     return total
 
 
@@ -172,17 +220,17 @@ def stripe_round(chans, j, table, inp, out, scratch, chunk, slots, rank, p, k, s
 
 
 @cuda.jit(device=True)
-def exchange_round(chans, table, inp, out, scratch, chunk, slots, stripes, stripe_bytes, rank, nranks, k, receiving,
-                   tid, nt):
+def exchange_round(chans, table, modes, inp, out, scratch, chunk, slots, stripes, stripe_bytes, rank, nranks, k,
+                   receiving, tid, nt):
     """Round ``k`` of the calling block's send (``receiving`` 0) or receive (1) stripes: stripes are numbered every
-    peer's send stripes first, then every peer's receive stripes, and stripe i is block i % blocks's. False when a
-    wait failed."""
+    peer's staged send stripes first, then every peer's staged receive stripes, and stripe i is block i % blocks's.
+    False when a wait failed."""
     b, nb = cuda.blockIdx.x, cuda.gridDim.x
     i = 0
     for phase in range(2):
         for j in range(nranks - 1):
             p = peer_rank(j, rank)
-            n = table[ROW * p + (RECV_N if phase else SEND_N)]
+            n = staged_n(table, modes, j, p, phase)
             nl = stripes_of(n, chunk, stripes, stripe_bytes)
             for stripe in range(nl):
                 if phase == receiving and i % nb == b and k * chunk < n and not stripe_round(
@@ -193,13 +241,13 @@ def exchange_round(chans, table, inp, out, scratch, chunk, slots, stripes, strip
 
 
 @cuda.jit(device=True)
-def drain_stripes(chans, table, chunk, slots, stripes, stripe_bytes, rank, nranks):
-    """Every send stripe of the calling block waits for the credits of its last rounds: the rings are free again for
-    the next call."""
+def drain_stripes(chans, table, modes, chunk, slots, stripes, stripe_bytes, rank, nranks):
+    """Every staged send stripe of the calling block waits for the credits of its last rounds: the rings are free
+    again for the next call."""
     b, nb = cuda.blockIdx.x, cuda.gridDim.x
     i = 0
     for j in range(nranks - 1):
-        n = table[ROW * peer_rank(j, rank) + SEND_N]
+        n = staged_n(table, modes, j, peer_rank(j, rank), 0)
         nl = stripes_of(n, chunk, stripes, stripe_bytes)
         for stripe in range(nl):
             if i % nb == b:
@@ -267,12 +315,69 @@ def copy_own(table, inp, out, rank, tid, nt):
 
 
 @cuda.jit(device=True)
-def peer_exchange(chans, areas, area, table, inp, out, scratch, seqs, chunk, slots, stripes, stripe_bytes, rank, nranks,
-                  root, kind, op):
-    """One call: the pair check, our own range copied (unless in place), then the rounds of the block's stripes
-    (a block with none ends); ``root`` >= 0: a reduce into ``root``, reduced with ``kind`` and ``op``."""
+def read_peers(chans, table, modes, ins, out, rank, nranks, tid, nt):
+    """The zero-copy receives: every block copies its share of what the peers we read send us, laid end to end
+    from the peer after us on (so the ranks' blocks read different peers at once), straight from their buffers
+    (``ins[j]``, from each one's peer offset), then signals each of them on semaphore 2 b + 1 (the credit of a
+    stripe that pair does not run)."""
+    total = 0
+    for j in range(min(nranks - 1, ZC_PEERS)):
+        if modes[j] & READS:
+            total += table[ROW * peer_rank(j, rank) + RECV_N]
+    if total > 0:
+        lo, cnt = end_to_end_share(total)
+        start = 0
+        for i in range(1, nranks):
+            p = (rank + i) % nranks
+            j = peer_index(p, rank)
+            if j < ZC_PEERS and modes[j] & READS:
+                n = table[ROW * p + RECV_N]
+                at, m = part_of(lo, cnt, start, n)
+                if m > 0:
+                    prim.copy_bytes(out, table[ROW * p + RECV_OFF] + at, ins[j].dst, table[ROW * p + PEER_OFF] + at,
+                                    m, tid, nt)
+                start += n
+    cuda.syncthreads()
+    if tid < nranks - 1 and tid < ZC_PEERS and modes[tid] & READS:
+        mc.signal(chans[tid], 2 * cuda.blockIdx.x + 1)
+
+
+@cuda.jit(device=True)
+def wait_readers(chans, modes, nranks, tid):
+    """Each peer that reads our bytes zero-copy has signalled the calling block that its block of the same index
+    is done (``read_peers``): our send buffer may be reused."""
+    if tid < nranks - 1 and tid < ZC_PEERS and modes[tid] & IS_READ:
+        sem.wait_for(chans[tid], 2 * cuda.blockIdx.x + 1, OP_READ_DONE)  # a failure is recorded, the call ends
+    cuda.syncthreads()
+
+
+@cuda.jit(device=True)
+def staged_rounds(chans, table, modes, inp, out, scratch, chunk, slots, stripes, stripe_bytes, rank, nranks, tid, nt):
+    """The rounds of the calling block's staged stripes, then their last credits (a block with none: nothing);
+    False when a wait failed."""
+    if cuda.blockIdx.x >= stripes_in_call(table, modes, chunk, stripes, stripe_bytes, rank, nranks):
+        return True
+    rounds, lag = staged_rounds_of(table, modes, rank, nranks, chunk), slots - 1
+    for k in range(rounds + lag):  # sends run slots - 1 rounds ahead of receives: a late peer stalls no one's ring
+        if k < rounds and not exchange_round(chans, table, modes, inp, out, scratch, chunk, slots, stripes,
+                                             stripe_bytes, rank, nranks, k, 0, tid, nt):
+            return False
+        if k >= lag and not exchange_round(chans, table, modes, inp, out, scratch, chunk, slots, stripes,
+                                           stripe_bytes, rank, nranks, k - lag, 1, tid, nt):
+            return False
+    drain_stripes(chans, table, modes, chunk, slots, stripes, stripe_bytes, rank, nranks)
+    return True
+
+
+@cuda.jit(device=True)
+def peer_exchange(chans, areas, area, table, ins, inp, out, scratch, seqs, seen, chunk, slots, stripes, stripe_bytes,
+                  rank, nranks, root, kind, op):
+    """One call: the pair check, our own range copied (unless in place), the zero-copy receives, the rounds of the
+    block's staged stripes, then the wait for the peers that read us; ``root`` >= 0: a reduce into ``root``,
+    reduced with ``kind`` and ``op``."""
     tid, nt = cuda.threadIdx.x, cuda.blockDim.x
-    if not pairs_agree(chans, areas, area, table, seqs, rank, nranks):
+    modes = cuda.shared.array(ZC_PEERS, np.int32)
+    if not pairs_agree(chans, areas, area, table, seqs, modes, seen, rank, nranks):
         return
     if root == rank:
         reduce_at_root(chans, table, inp, out, scratch, chunk, slots, rank, nranks, tid, nt, kind, op)
@@ -281,66 +386,15 @@ def peer_exchange(chans, areas, area, table, inp, out, scratch, seqs, chunk, slo
         send_to_root(chans, table, inp, chunk, slots, rank, root, tid, nt)
         return
     copy_own(table, inp, out, rank, tid, nt)
-    if cuda.blockIdx.x >= stripes_in_call(table, chunk, stripes, stripe_bytes, rank, nranks):
-        return
-    rounds, lag = rounds_of(table, rank, nranks, chunk), slots - 1
-    for k in range(rounds + lag):  # sends run slots - 1 rounds ahead of receives: a late peer stalls no one's ring
-        if k < rounds and not exchange_round(chans, table, inp, out, scratch, chunk, slots, stripes, stripe_bytes,
-                                             rank, nranks, k, 0, tid, nt):
-            return
-        if k >= lag and not exchange_round(chans, table, inp, out, scratch, chunk, slots, stripes, stripe_bytes, rank,
-                                           nranks, k - lag, 1, tid, nt):
-            return
-    drain_stripes(chans, table, chunk, slots, stripes, stripe_bytes, rank, nranks)
+    read_peers(chans, table, modes, ins, out, rank, nranks, tid, nt)
+    if staged_rounds(chans, table, modes, inp, out, scratch, chunk, slots, stripes, stripe_bytes, rank, nranks, tid,
+                     nt):
+        wait_readers(chans, modes, nranks, tid)
 
 
 @cuda.jit(cache=True, **SIMPLE_LIMITS)
-def peer_exchange_simple(chans, areas, area, table, inp, out, scratch, seqs, chunk, slots, stripes, stripe_bytes, rank,
-                         nranks, root, kind, op):
-    """``peer_exchange`` (puts and semaphores)."""
-    peer_exchange(chans, areas, area, table, inp, out, scratch, seqs, chunk, slots, stripes, stripe_bytes, rank, nranks,
-                  root, kind, op)
-
-
-@cuda.jit(device=True)
-def peer_read(chans, areas, area, table, ins, inp, out, seqs, rank, nranks):
-    """One zero-copy call on send buffers mapped on every rank (``algos.windows``; ``ins[j]`` peer j's): the pair
-    check (a peer's descriptor arrives once its kernel runs, so its send buffer is ready), then every block copies
-    its share of our own range and of what each peer sends us, laid end to end from our own rank on (peers'
-    straight from their send buffers: column ``SEND_OFF`` of row p holds where in p's buffer, the zero-copy tables
-    of ``verbs``), signals each peer it receives from, and waits for the signal of each peer it sends to (nobody
-    reads our buffer any more)."""
-    tid, nt = cuda.threadIdx.x, cuda.blockDim.x
-    if not pairs_agree(chans, areas, area, table, seqs, rank, nranks):
-        return
-    total = table[ROW * rank + SEND_N]  # our own range: what we send ourselves
-    for p in range(nranks):
-        if p != rank:
-            total += table[ROW * p + RECV_N]
-    lo, cnt = end_to_end_share(total)
-    start = 0
-    for i in range(nranks):  # from our own rank on, so the ranks' blocks read different peers at once
-        p = (rank + i) % nranks
-        n = table[ROW * p + (SEND_N if p == rank else RECV_N)]
-        at, m = part_of(lo, cnt, start, n)
-        if m > 0:
-            if p == rank:
-                copy_unless_same(out, table[ROW * p + RECV_OFF] + at, inp, table[ROW * p + SEND_OFF] + at, m, tid, nt)
-            else:
-                prim.copy_bytes(out, table[ROW * p + RECV_OFF] + at, ins[peer_index(p, rank)].dst,
-                                table[ROW * p + SEND_OFF] + at, m, tid, nt)
-        start += n
-    cuda.syncthreads()
-    if tid < nranks - 1:
-        p = peer_rank(tid, rank)
-        if table[ROW * p + RECV_N] > 0:
-            mc.signal(chans[tid], cuda.blockIdx.x)
-        if table[ROW * p + SEND_N] > 0:
-            sem.wait_for(chans[tid], cuda.blockIdx.x, OP_READ_DONE)  # a failure is recorded, the call ends
-    cuda.syncthreads()
-
-
-@cuda.jit(cache=True, **SIMPLE_LIMITS)
-def peer_read_zero_copy(chans, areas, area, table, ins, inp, out, seqs, rank, nranks):
-    """``peer_read`` (reads and semaphores)."""
-    peer_read(chans, areas, area, table, ins, inp, out, seqs, rank, nranks)
+def peer_exchange_simple(chans, areas, area, table, ins, inp, out, scratch, seqs, seen, chunk, slots, stripes,
+                         stripe_bytes, rank, nranks, root, kind, op):
+    """``peer_exchange`` (puts, reads of mapped peer buffers and semaphores)."""
+    peer_exchange(chans, areas, area, table, ins, inp, out, scratch, seqs, seen, chunk, slots, stripes, stripe_bytes,
+                  rank, nranks, root, kind, op)

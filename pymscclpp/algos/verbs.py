@@ -21,10 +21,10 @@ from .. import config
 from ..runtime.backend import IS_SIM
 from ..runtime.buffers import BufferInfo, buffer_info, stream_handle
 from ..runtime.capture import capturing
-from ..runtime.fingerprint import DTYPES, zero_copy, zero_copy_pair
+from ..runtime.fingerprint import DTYPES
 from ..runtime.memory import alloc
 from .algorithm import Call, CallBuffer
-from .exchange import Exchange, descriptor, layout, rooted_descriptors
+from .exchange import Exchange, descriptor, layout, rooted_descriptors, zero_copy_code
 from .windows import Window, Windows
 
 
@@ -215,16 +215,16 @@ def issue(comm, ops: list[PeerOp]) -> None:
     call = Call(collective="send_recv", sendbuf=None, recvbuf=None, send=send, recv=recv, peer_bytes=total,
                 message_bytes=total, dtype=dtype, op="sum", root=0, stream=stream, in_place=False,
                 layout=layout(comm.size, sends, recvs, descriptors))
-    one_op = all(len(s) <= 1 and len(r) <= 1 for s, r in by_peer.values())  # a pair descriptor names its registration
-    mapped = None if staged_send or not one_op else send_ops[0].info if send_ops else \
-        None if staged_recv else recv_ops[0].info
-    window = _pair_window(comm, mapped) if descriptors is not None else None
-    if window is None:
+    sent, window = _pair_windows(comm, None if staged_send or not send_ops else send_ops[0].info,
+                                 recv_ops[0].info if len(recv_ops) == 1 else None) \
+        if descriptors is not None else (None, None)
+    codes = {p: (zero_copy_code(sent) if sent is not None and sends[p][1] else 0,
+                 zero_copy_code(window) if window is not None and recvs[p][1] else 0, 0)
+             for p in by_peer if p != rank}  # a peer reading ours reads from the start of our send buffer
+    if not any(a or b for a, b, _ in codes.values()):
         launch(comm, call)
-    else:  # peers' rows: their bytes for us start their one send buffer, as ours start ours
-        marked = {p: (zero_copy_pair(a, window.serial), zero_copy_pair(b, window.serial))
-                  for p, (a, b) in descriptors.items()}
-        launch(comm, call, None, dataclasses.replace(call, layout=layout(comm.size, sends, recvs, marked),
+    else:
+        launch(comm, call, None, dataclasses.replace(call, layout=layout(comm.size, sends, recvs, descriptors, codes),
                                                      window=window))
     for o, at in unpacking:
         _copy(_pair(o.info), 0, recv, at, o.info.nbytes, stream)
@@ -235,16 +235,17 @@ def _one_host(comm) -> bool:
     return len(set(comm.host_ids)) == 1
 
 
-def _pair_window(comm, mapped: BufferInfo | None) -> Window | None:
-    """The registered window a send/recv call's peers read through, when PYMSCCLPP_SEND_RECV_ZERO_COPY is on, its
-    buffer ``mapped`` (its one send buffer, or receiving only its one receive buffer; None: staged, or some peer
-    has more than one op in a direction) starts one and
-    all ranks are on this host (opt-in: a peer calling with an unregistered buffer would fail the pair check).
-    Its peers decide alike on their own buffers; the pair descriptors carry the registration, so two ranks that
-    decided otherwise fail the pair check instead of reading the wrong buffer."""
-    if mapped is None or not config.get("PYMSCCLPP_SEND_RECV_ZERO_COPY") or not _one_host(comm):
-        return None
-    return comm.extension("windows", Windows).find(mapped.ptr, mapped.nbytes)
+def _pair_windows(comm, send: BufferInfo | None, recv: BufferInfo | None) -> tuple[Window | None, Window | None]:
+    """(the registered window a send/recv call's one send buffer ``send`` starts, which peers may read from; the
+    window this rank reads peers' send buffers through: that one, else the one its one receive buffer ``recv``
+    starts): None where the buffer starts none, PYMSCCLPP_SEND_RECV_ZERO_COPY is off or the ranks span hosts.
+    Each pair then reads zero-copy exactly where the sender's registration is the receiver's (``exchange_kernels``),
+    and stages otherwise."""
+    if not config.get("PYMSCCLPP_SEND_RECV_ZERO_COPY") or not _one_host(comm):
+        return None, None
+    windows = comm.extension("windows", Windows)
+    sent = None if send is None else windows.find(send.ptr, send.nbytes)
+    return sent, sent if sent is not None else None if recv is None else windows.find(recv.ptr, recv.nbytes)
 
 
 def launch(comm, call: Call, algo: str | None = None, zero_copy_call: Call | None = None) -> None:
@@ -358,10 +359,10 @@ def all_to_allv(comm, sendbuf, recvbuf, send_counts, recv_counts, stream, algo) 
         return
     call = _call(comm, "all_to_allv", send, recv, layout(n, sends, recvs, descriptors), send.nbytes, send.dtype,
                  "sum", 0, handle)
-    r = comm.rank  # a peer's row of the zero-copy table: where in the peer's send buffer its data for us starts
-    sends.update({p: (sum(table[p][1][:r]) * size, sc[p] * size) for p in range(n) if p != r})
-    marked = {p: (zero_copy(a), zero_copy(b)) for p, (a, b) in descriptors.items()}
-    launch(comm, call, algo, dataclasses.replace(call, layout=layout(n, sends, recvs, marked), window=window))
+    r, code = comm.rank, zero_copy_code(window)  # every pair reads zero-copy, from where its data starts in the peer
+    codes = {p: (code if sc[p] else 0, code if rc[p] else 0, sum(table[p][1][:r]) * size) for p in range(n) if p != r}
+    launch(comm, call, algo, dataclasses.replace(call, layout=layout(n, sends, recvs, descriptors, codes),
+                                                 window=window))
 
 
 def _call(comm, collective, send, recv, table, size, dtype, op, root, stream) -> Call:

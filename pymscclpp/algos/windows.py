@@ -12,13 +12,14 @@ from ..errors import InvalidUsageError, RegistrationError
 from ..runtime.backend import IS_SIM
 from ..runtime.buffers import buffer_info
 from ..runtime.capture import relaxed
-from ..runtime.fingerprint import MAX_SERIAL
 from ..runtime.launch import Launch
 from ..runtime.memory import PeerMemory, RemoteMemory
 from .algorithm import CallBuffer
 
 if not IS_SIM:
     from ..runtime import cudadrv
+
+MAX_SERIAL = 2046  # the largest registration serial: at most 2047 buffers registered at once
 
 
 class Window:

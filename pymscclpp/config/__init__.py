@@ -153,10 +153,11 @@ VARIABLES: dict[str, Variable] = {v.name: v for v in [
              "grid does not fit them, as under MPS)", _int(0, 2**31 - 1)),
     Variable("PYMSCCLPP_TUNING_FILE", "path", None, "none: the built-in table", "a JSON file",
              "selection table written by the tuner (`python -m pymscclpp.bench.tune`)", str),
-    Variable("PYMSCCLPP_SEND_RECV_ZERO_COPY", "bool", False, "0", "1 or 0",
-             "`1`: a send/recv call whose one send buffer (receiving only: its one receive buffer) starts a "
-             "registered buffer has its receivers read the send buffer directly; every pair must then call with "
-             "buffers of one registration (else CallMismatchError on both ranks); `0`: send/recv stage",
+    Variable("PYMSCCLPP_SEND_RECV_ZERO_COPY", "bool", True, "1", "1 or 0",
+             "`1`: a receiver reads what a peer sends it straight from the peer's send buffer where that buffer "
+             "starts a registered buffer (`register_buffer`) of the same registration as the receiver's send "
+             "buffer (receiving only: its receive buffer), one send buffer a call; every other pair stages; `0`: "
+             "send/recv stage",
              _choice(_ON_OFF)),
     Variable("PYMSCCLPP_GRAPH_ZERO_COPY", "bool", True, "1", "1 or 0",
              "`1`: an all-reduce, reduce-scatter, all-gather, out-of-place all-to-all or broadcast captured into a CUDA "

@@ -7,8 +7,7 @@ in ``COLLECTIVES``; ``send_recv`` and ``all_to_allv`` describe what one rank sen
 Never 0, which kernels read as "check off". A call that runs zero-copy (``zero_copy``) says so: collectives
 without a root in their root field (``REGISTERED``; ``PUSHED`` for a kernel that writes into peers' outputs
 where another reads peers' inputs), broadcast, which reduces nothing, in its op field, so ranks
-that disagree on it (one registered the buffers it calls with, another did not) fail the check. A zero-copy
-send/recv pair descriptor (``zero_copy_pair``) is marked in its op field, its registration in its root field.
+that disagree on it (one registered the buffers it calls with, another did not) fail the check.
 """
 
 from __future__ import annotations
@@ -32,8 +31,6 @@ REGISTERED = 1 << _ROOT_AT  # OR-ed into a zero-copy call's fingerprint (not a r
 PUSHED = 2 << _ROOT_AT  # instead, for a zero-copy call whose kernel writes into peers' outputs
 _ZERO_COPY_OP = (1 << OP_BITS) - 1  # the op field of a zero-copy broadcast's fingerprint (no op has this code)
 _OP_MASK = _ZERO_COPY_OP << _OP_AT
-_ROOT_MASK = ((1 << ROOT_BITS) - 1) << _ROOT_AT
-MAX_SERIAL = (1 << ROOT_BITS) - 2  # the largest registration a zero-copy pair descriptor names
 
 
 class Fingerprint(NamedTuple):
@@ -73,29 +70,17 @@ def zero_copy(fp: int, pushes: bool = False) -> int:
     return fp | (PUSHED if pushes else REGISTERED)
 
 
-def zero_copy_pair(fp: int, serial: int) -> int:
-    """Send/recv pair descriptor ``fp`` of one op (its root field that op's size digest, redundant beside its count)
-    marked as read zero-copy from buffers of registration ``serial`` (0 to ``MAX_SERIAL``): the op field says
-    zero-copy, the root field holds ``serial + 1``, so two ranks on different registrations (or one staging)
-    disagree. A direction with no op (root field 0) and 0, the check off, stay as they are."""
-    if not 0 <= serial <= MAX_SERIAL:
-        raise ValueError(f"registration serial {serial} is outside 0 to {MAX_SERIAL}")
-    if not fp & _ROOT_MASK:
-        return fp
-    return fp & ~(_OP_MASK | _ROOT_MASK) | _ZERO_COPY_OP << _OP_AT | (serial + 1) << _ROOT_AT
-
-
 def is_zero_copy(fp: int) -> bool:
-    """Whether ``fp`` is marked by ``zero_copy`` or ``zero_copy_pair``."""
+    """Whether ``fp`` is marked by ``zero_copy``."""
     if _marked_in_op(fp):
         return (fp & _OP_MASK) == _ZERO_COPY_OP << _OP_AT
     return bool(fp & (REGISTERED | PUSHED))
 
 
 def _marked_in_op(fp: int) -> bool:
-    """Whether ``fp``'s zero-copy mark is in its op field (rooted collectives, send/recv pair descriptors, whose
-    root field means something else), not in its root field."""
-    return unpack(fp).collective in ROOTED or unpack(fp).collective == "send_recv"
+    """Whether ``fp``'s zero-copy mark is in its op field (rooted collectives, whose root field means something
+    else), not in its root field."""
+    return unpack(fp).collective in ROOTED
 
 
 def unpack(fp: int) -> Fingerprint:
@@ -147,7 +132,7 @@ def _moved(fp: int) -> str:
     what = "nothing" if f.count == 0 else f"{f.count} {f.dtype}" if f.dtype else f"{f.count} bytes (mixed dtypes)"
     verb = f"{f.collective} with root {f.root}" if f.collective in ROOTED else \
         f"send/recv, op sizes {f.root:#05x}" if f.collective == "send_recv" else f.collective
-    return f"{what} ({verb}{', zero-copy' if is_zero_copy(fp) else ''})"
+    return f"{what} ({verb})"
 
 
 def pair_mismatch_text(rank: int, peer: int, ours: int, theirs: int, sending: bool) -> str:
@@ -158,10 +143,7 @@ def pair_mismatch_text(rank: int, peer: int, ours: int, theirs: int, sending: bo
     else:
         sides = f"rank {rank} receives {_moved(ours)} from rank {peer}, rank {peer} sends it {_moved(theirs)}"
     hint = ""
-    if is_zero_copy(ours) or is_zero_copy(theirs):
-        hint = ("; to read zero-copy, both ranks call with buffers of the same registration (register_buffer: the "
-                "send buffer, or receiving only the receive buffer), else with unregistered ones")
-    elif unpack(ours).collective == unpack(theirs).collective == "send_recv" and 0 in (unpack(ours).count,
+    if unpack(ours).collective == unpack(theirs).collective == "send_recv" and 0 in (unpack(ours).count,
                                                                                       unpack(theirs).count):
         hint = ("; a send meets the peer's recv at the same place in the two ranks' calls with each other, so post "
                 "a pair's sends and receives in one comm.group()")

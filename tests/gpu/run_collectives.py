@@ -63,6 +63,11 @@ def _verbs(rng, size: int) -> list:
         plan.append((verb_cases.avg, dict(verb="reduce_scatter", count=1027, dtype="float16", algo=algo)))
     plan.append((verb_cases.avg, dict(verb="reduce", count=5000, dtype="float32")))
     plan.append((verb_cases.mismatched_counts, {}))
+    for count, dtype in [(1000, "float32"), ((1 << 22) + 5, "float16")]:  # send/recv read from registered buffers
+        plan.append((verb_cases.registered_ring, dict(count=count, dtype=dtype)))
+    plan.append((verb_cases.registered_send_to_receivers, dict(count=1 << 20, dtype="uint8", receivers=size - 1)))
+    if size >= 3:
+        plan.append((verb_cases.mixed_ring, dict(count=(1 << 20) + 3, dtype="float32")))
     for count, inplace in [(1003, False), ((1 << 21) + 3, True)]:
         plan.append((cases.reduce_scatter_registered, dict(count=count, dtype="float32", seed=count, inplace=inplace)))
     for count in (1, 4097, 1 << 17):

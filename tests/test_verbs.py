@@ -306,3 +306,21 @@ def test_sends_to_receivers_of_the_same_registration_are_read_zero_copy(size, re
 @pytest.mark.parametrize("both", [False, True])
 def test_a_registered_send_meeting_an_unregistered_recv_or_another_registration_stages_exactly(both):
     pool(2).run(vc.registered_on_one_side, both=both)
+
+
+@st.composite
+def _registered_groups(draw):
+    """(ranks, each rank's destinations, counts, whether it sends from the registration)."""
+    size = draw(_SIZES)
+    dests = [sorted(draw(st.sets(st.integers(0, size - 1), max_size=3))) for _ in range(size)]
+    counts = [draw(st.integers(1, 900)) for _ in range(size)]
+    return size, dests, counts, [draw(st.booleans()) for _ in range(size)]
+
+
+@_PROPERTIES
+@given(group=_registered_groups(), seed=st.integers(0, 1000))
+def test_any_group_reads_zero_copy_exactly_between_ranks_sending_from_one_registration_and_stages_the_rest(group,
+                                                                                                           seed):
+    size, dests, counts, registered = group
+    assume(any(dests))
+    _exchanging(size).run(vc.registered_sends, dests=dests, counts=counts, registered=registered, seed=seed)

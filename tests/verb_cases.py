@@ -463,3 +463,36 @@ def registered_on_one_side(comm, state, both: bool) -> None:
     comm.deregister_buffer(registered)
     if both:
         comm.deregister_buffer(other)
+
+
+def registered_sends(comm, state, dests: list, counts: list, registered: list, seed: int) -> None:
+    """Rank r sends one buffer of ``counts[r]`` elements to each of ``dests[r]`` in one group, from a buffer that
+    starts the one registration every rank makes if ``registered[r]``, else from an unregistered one; every
+    receive is exact, and a pair reads zero-copy exactly where both ranks send from the registration."""
+    n, me = comm.size, comm.rank
+    reg = _mapped(max(counts), "float32")
+    comm.register_buffer(reg)
+    send = (reg if registered[me] else _mapped(max(counts), "float32"))[:counts[me]]
+    send.copy_to_device(data(me, counts[me], seed=seed))
+    recvs = {src: cuda.to_device(np.full(counts[src], -7, np.float32)) for src in range(n) if me in dests[src]}
+    with comm.group():
+        for dst in dests[me]:
+            comm.send(send, dst)
+        for src, buf in recvs.items():
+            comm.recv(buf, src)
+    _sync(comm)
+    for src, buf in recvs.items():
+        np.testing.assert_array_equal(buf.copy_to_host(), data(src, counts[src], seed=seed))
+    if dests[me] or set(recvs) - {me}:
+        sending = bool(dests[me])
+        want = {}
+        for p in range(n):
+            if p == me:
+                continue
+            read = p in recvs and registered[p] and registered[me] and sending
+            read_by = p in dests[me] and registered[me] and registered[p] and bool(dests[p])
+            if p in recvs or p in dests[me]:
+                want[p] = {(0, 0): "staged", (1, 0): "read", (0, 1): "read by", (1, 1): "read, read by"}[read, read_by]
+        got = {p: m for p, m in _modes(comm).items() if p in want}
+        assert got == want, (got, want)
+    comm.deregister_buffer(reg)

@@ -59,8 +59,8 @@ def checked(table, p):
 def pairs_agree(chans, areas, area, table, seqs, modes, seen, rank, nranks):
     """The pair check: True on every thread of the block when every peer we trade with sends what we receive and
     receives what we send. Thread j loads the block's sequence number with peer j once, block 0's puts our
-    descriptors and codes for peer j into slot ``rank`` of its pair area, and thread j waits for both of peer j's
-    descriptors (one probe), and its codes when ours could match; a disagreement or a failed wait is recorded.
+    descriptors and codes for peer j into slot ``rank`` of its pair area, and thread j waits for peer j's (one
+    probe); a disagreement or a failed wait is recorded.
     ``modes[j]`` (shared by the block; block 0 also writes them to ``seen[j]``): the pair's ``READS``/``IS_READ``
     bits. Then the block's sequence words advance."""
     tid = cuda.threadIdx.x
@@ -83,7 +83,8 @@ def pairs_agree(chans, areas, area, table, seqs, modes, seen, rank, nranks):
                                   np.uint32(mine_recv >> 32), f)
                 store_v4_volatile(areas[tid], off + 2 * prim.LL16_BYTES, np.uint32(send_zc), f, np.uint32(read_zc), f)
             at = ((seq % 2) * nranks + p) * AREA_SLOT
-            a, c, a2, c2, got = prim.read_two_packets_ll16_from(area, at, seq, chans[tid], p, OP_PAIR_WAIT)
+            a, c, a2, c2, their_send_zc, their_read_zc, got = prim.read_three_packets_ll16_from(
+                area, at, seq, chans[tid], p, OP_PAIR_WAIT)
             their_send = (np.int64(c) << np.int64(32)) | np.int64(a)
             their_recv = (np.int64(c2) << np.int64(32)) | np.int64(a2)
             if not got:
@@ -94,11 +95,7 @@ def pairs_agree(chans, areas, area, table, seqs, modes, seen, rank, nranks):
             elif their_recv != mine_send:
                 record_mismatch(chans[tid].err, OP_PAIR_SEND, rank, p, seq, mine_send, their_recv)
                 bad = 1
-            elif (send_zc != 0 or read_zc != 0) and tid < ZC_PEERS:
-                their_send_zc, their_read_zc, got = prim.read_packet_ll16_from(area, at + 2 * prim.LL16_BYTES, seq,
-                                                                               chans[tid], p, OP_PAIR_WAIT)
-                if not got:
-                    bad = 1
+            elif tid < ZC_PEERS:
                 if read_zc != 0 and their_send_zc == read_zc:
                     mode |= READS
                 if send_zc != 0 and their_read_zc == send_zc:

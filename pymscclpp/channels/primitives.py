@@ -217,20 +217,22 @@ def read_packet_ll16_from(pkt, byte_off, flag, ctx, peer, op):
 
 
 @cuda.jit(device=True)
-def read_two_packets_ll16_from(pkt, byte_off, flag, ctx, peer, op):
-    """``read_packet_ll16_from`` of the two LL16 packets at ``byte_off``, waited for together (one memory round
-    trip a probe, not one per packet): (data words of the first, of the second, arrived)."""
-    ok, data = spin_until(_two_ll16_arrived, pkt, byte_off, flag, ctx, peer, ctx.channel, op, op)
-    return data[0], data[1], data[2], data[3], ok
+def read_three_packets_ll16_from(pkt, byte_off, flag, ctx, peer, op):
+    """``read_packet_ll16_from`` of the three LL16 packets at ``byte_off``, waited for together (one memory round
+    trip a probe, not one per packet): (data words of the first, second and third, arrived)."""
+    ok, d = spin_until(_three_ll16_arrived, pkt, byte_off, flag, ctx, peer, ctx.channel, op, op)
+    return d[0], d[1], d[2], d[3], d[4], d[5], ok
 
 
 @cuda.jit(device=True)
-def _two_ll16_arrived(pkt, byte_off, flag):
-    """Probe (``spin.spin_until``): all four flag words of the two LL16 packets at ``byte_off`` are ``flag``."""
+def _three_ll16_arrived(pkt, byte_off, flag):
+    """Probe (``spin.spin_until``): all six flag words of the three LL16 packets at ``byte_off`` are ``flag``."""
     f = np.uint32(flag)
     a, fa, c, fc = load_v4_volatile(pkt, byte_off)
     a2, fa2, c2, fc2 = load_v4_volatile(pkt, byte_off + LL16_BYTES)
-    return fa == f and fc == f and fa2 == f and fc2 == f, fa, (a, c, a2, c2)
+    a3, fa3, c3, fc3 = load_v4_volatile(pkt, byte_off + 2 * LL16_BYTES)
+    done = fa == f and fc == f and fa2 == f and fc2 == f and fa3 == f and fc3 == f
+    return done, fa, (a, c, a2, c2, a3, c3)
 
 
 @cuda.jit(device=True)

@@ -64,11 +64,15 @@ def _profile(fn, rank: int, world) -> None:
 
 
 def served_by(comm, op: str) -> str:
-    """Which algorithm (and kernel, where it tells) served this rank's last ``op`` call."""
+    """Which algorithm (and kernel, where it tells; for the exchange, the peers it read zero-copy) served this
+    rank's last ``op`` call."""
     algorithm = comm.last_algorithm(op)
     if algorithm is None:
         return "-"
-    return f"{algorithm.name}: {algorithm.last_kernel}" if algorithm.last_kernel else algorithm.name
+    text = f"{algorithm.name}: {algorithm.last_kernel}" if algorithm.last_kernel else algorithm.name
+    modes = algorithm.pair_modes() if hasattr(algorithm, "pair_modes") else {}
+    read = sum("read" in mode.split(", ") for mode in modes.values())
+    return f"{text}, {read} of {len(modes)} peers read zero-copy" if modes else text
 
 
 def result_row(args, nbytes: int, count: int, t_ours: float, t_ref: float, wrong: int, bus_factor: float,

@@ -324,3 +324,40 @@ def test_any_group_reads_zero_copy_exactly_between_ranks_sending_from_one_regist
     size, dests, counts, registered = group
     assume(any(dests))
     _exchanging(size).run(vc.registered_sends, dests=dests, counts=counts, registered=registered, seed=seed)
+
+
+def _rooted_modes(size: int, root: int, verb: str, read: bool) -> list:
+    """Each rank's expected pair modes of a gather (the root reads) or scatter (the others read the root) that
+    reads zero-copy (``read``) or stages."""
+    reader, readee = ("read", "read by") if read else ("staged", "staged")
+    out = []
+    for me in range(size):
+        if me == root:
+            out.append({p: reader if verb == "gather" else readee for p in range(size) if p != root})
+        else:
+            want = {p: "staged" for p in range(size) if p != me}
+            want[root] = readee if verb == "gather" else reader
+            out.append(want)
+    return out
+
+
+@pytest.mark.parametrize("verb", ["gather", "scatter"])
+@pytest.mark.parametrize("size,root,registered,captured,read", [
+    (2, 0, [0, 0], False, True),
+    (3, 2, [1, 1, 1], False, True),
+    (4, 1, [None] * 4, True, True),  # captured: every rank maps its buffer at the call
+    (3, 0, [0, 1, 0], False, False),  # one rank on another registration: the pairs with the root stage...
+    (2, 1, [None, 0], False, False),
+])
+def test_gather_and_scatter_read_zero_copy_where_the_registrations_match_and_stage_elsewhere(
+        verb, size, root, registered, captured, read):
+    got = pool(size).run(vc.rooted_zero_copy, verb=verb, count=301, root=root, dtype="float32",
+                         registered=registered, captured=captured)
+    want = _rooted_modes(size, root, verb, read)
+    if not read and size == 3:  # ...rank 1's alone: the root reads (or is read by) rank 2 zero-copy
+        want = _rooted_modes(size, root, verb, True)
+        for me, modes in enumerate(want):
+            for p in modes:
+                if 1 in (me, p):
+                    modes[p] = "staged"
+    assert got == want, got

@@ -496,3 +496,51 @@ def registered_sends(comm, state, dests: list, counts: list, registered: list, s
         got = {p: m for p, m in _modes(comm).items() if p in want}
         assert got == want, (got, want)
     comm.deregister_buffer(reg)
+
+
+def rooted_zero_copy(comm, state, verb: str, count: int, root: int, dtype: str, registered: list,
+                     captured: bool = False, repeat: int = 2) -> dict:
+    """``gather`` or ``scatter`` whose buffers that peers read (every rank's send buffer; a scatter's root send
+    buffer and the others' receive buffers) start registration ``registered[r]`` of two on rank r (None:
+    unregistered), or whose calls are captured (the capture check forced true, as the simulator has no graphs):
+    exact, call after call, the read buffers untouched; how this rank's last call moved data with each peer."""
+    from pymscclpp.algos import verbs
+    n, me = comm.size, comm.rank
+    slots = n if verb == "scatter" and me == root else 1
+    regs = [_mapped(count * n, dtype) for _ in range(2)]
+    for buf in regs:
+        comm.register_buffer(buf)
+    own = _mapped(count * n, dtype)
+    read = (own if registered[me] is None else regs[registered[me]])[:count * slots]  # what peers read of ours
+    mapped = comm.extension("windows").captured
+    real = verbs.capturing
+    verbs.capturing = lambda stream: captured
+    try:
+        for it in range(repeat):
+            inputs = [data(r, count * (n if verb == "scatter" else 1), dtype, seed=it) for r in range(n)]
+            if verb == "gather":
+                read.copy_to_device(inputs[me])
+                recv = cuda.to_device(np.full(count * n, 5, np_dtype(dtype))) if me == root else None
+                comm.gather(read, recv, root=root)
+                want = np.concatenate(inputs)
+            else:
+                send = read if me == root else None
+                recv = cuda.to_device(np.zeros(count, np_dtype(dtype))) if me == root else read
+                if me == root:
+                    send.copy_to_device(inputs[root])
+                else:
+                    recv.copy_to_device(np.full(count, 5, np_dtype(dtype)))
+                comm.scatter(send, recv, root=root)
+                want = inputs[root][me * count:(me + 1) * count]
+            _sync(comm)
+            if verb == "scatter" or me == root:
+                np.testing.assert_array_equal(recv.copy_to_host(), want)
+            if verb == "gather" or me == root:
+                np.testing.assert_array_equal(read.copy_to_host(), inputs[me])
+    finally:
+        verbs.capturing = real
+    assert comm.extension("windows").captured == mapped + (repeat if captured else 0)
+    modes = _modes(comm, verb)
+    for buf in regs:
+        comm.deregister_buffer(buf)
+    return modes

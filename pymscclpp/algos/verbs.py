@@ -374,14 +374,34 @@ def _call(comm, collective, send, recv, table, size, dtype, op, root, stream) ->
 
 
 def _run(comm, collective, send, sendbuf, recv, recvbuf, sends, recvs, descriptors, size, dtype, op, root, stream,
-         algo) -> None:
-    """Launch an exchange collective (one rank: its own range copied)."""
+         algo, zero_copy: tuple[Window, dict] | None = None) -> None:
+    """Launch an exchange collective (one rank: its own range copied); ``zero_copy``: (the window the call reads
+    peers' buffers through, its pair codes), for the call the exchange runs (``exchange.layout``)."""
     if comm.size == 1:
         (s_off, n), (r_off, _) = sends[0], recvs[0]
         _copy(_pair(recv), r_off, _pair(send), s_off, n, stream)
         return
-    launch(comm, _call(comm, collective, send, recv, layout(comm.size, sends, recvs, descriptors), size, dtype, op,
-                       root, stream), algo)
+    call = _call(comm, collective, send, recv, layout(comm.size, sends, recvs, descriptors), size, dtype, op, root,
+                 stream)
+    if zero_copy is None:
+        launch(comm, call, algo)
+        return
+    window, codes = zero_copy
+    launch(comm, call, algo, dataclasses.replace(call, layout=layout(comm.size, sends, recvs, descriptors, codes),
+                                                 window=window))
+
+
+def _rooted_window(comm, what: str, mine: BufferInfo, stream: int) -> Window | None:
+    """The window a gather or scatter reads peers' buffers (or is read) through: ``mine`` (its send buffer; a
+    scatter's receivers: the receive buffer) mapped now when the call is being captured (every rank captures it
+    and maps its own, as with the collectives), else the registration ``mine`` starts; None: it stages (so does
+    a call with the check off, or across hosts)."""
+    if not config.get("PYMSCCLPP_CHECK") or not _one_host(comm):
+        return None
+    windows = comm.extension("windows", Windows)
+    if config.get("PYMSCCLPP_GRAPH_ZERO_COPY") and capturing(stream):
+        return windows.capture(what, [(_pair(mine), mine.nbytes)])[0]
+    return windows.find(mine.ptr, mine.nbytes)
 
 
 def _root_slots(comm, what: str, side: str, buf, slot: BufferInfo, root: int) -> BufferInfo:
@@ -409,13 +429,18 @@ def gather(comm, sendbuf, recvbuf, root, stream, algo) -> None:
     comm.raise_if_failed()
     if send.nbytes == 0:
         return
-    n = send.nbytes
+    n, stream = send.nbytes, stream_handle(stream, sendbuf, comm.device)
     sends = {root: (0, n)}  # at the root: its own slot, copied
     recvs = {p: (p * n, n) for p in range(comm.size)} if comm.rank == root else {}
+    window = _rooted_window(comm, "gather", send, stream) if comm.size > 1 else None
+    zero_copy = None
+    if window is not None:  # the root reads every rank's send buffer where it starts the root's registration
+        code = zero_copy_code(window)
+        zero_copy = window, ({p: (0, code, 0) for p in range(comm.size) if p != root} if comm.rank == root else
+                             {root: (code, 0, 0)})
     _run(comm, "gather", send, sendbuf, recv, recvbuf, sends, recvs,
          rooted_descriptors(comm.size, comm.rank, "gather", n, send.dtype, root), n * comm.size, send.dtype,
-         "sum", root,
-         stream_handle(stream, sendbuf, comm.device), algo)
+         "sum", root, stream, algo, zero_copy)
 
 
 def scatter(comm, sendbuf, recvbuf, root, stream, algo) -> None:
@@ -429,13 +454,19 @@ def scatter(comm, sendbuf, recvbuf, root, stream, algo) -> None:
     comm.raise_if_failed()
     if recv.nbytes == 0:
         return
-    n = recv.nbytes
+    n, stream = recv.nbytes, stream_handle(stream, recvbuf, comm.device)
     sends = {p: (p * n, n) for p in range(comm.size)} if comm.rank == root else {}
     recvs = {root: (0, n)}  # at the root: its own slot, copied
+    me = comm.rank
+    window = _rooted_window(comm, "scatter", send if me == root else recv, stream) if comm.size > 1 else None
+    zero_copy = None
+    if window is not None:  # every rank reads its slot of the root's send buffer where the registrations match
+        code = zero_copy_code(window)
+        zero_copy = window, ({p: (code, 0, 0) for p in range(comm.size) if p != root} if me == root else
+                             {root: (0, code, me * n)})
     _run(comm, "scatter", send, sendbuf, recv, recvbuf, sends, recvs,
-         rooted_descriptors(comm.size, comm.rank, "scatter", n, recv.dtype, root), n * comm.size, recv.dtype,
-         "sum", root,
-         stream_handle(stream, recvbuf, comm.device), algo)
+         rooted_descriptors(comm.size, me, "scatter", n, recv.dtype, root), n * comm.size, recv.dtype,
+         "sum", root, stream, algo, zero_copy)
 
 
 def reduce(comm, sendbuf, recvbuf, root, op, stream, algo) -> None:

@@ -68,6 +68,9 @@ def _verbs(rng, size: int) -> list:
     plan.append((verb_cases.registered_send_to_receivers, dict(count=1 << 20, dtype="uint8", receivers=size - 1)))
     if size >= 3:
         plan.append((verb_cases.mixed_ring, dict(count=(1 << 20) + 3, dtype="float32")))
+    for verb in ("gather", "scatter"):  # read zero-copy from registered buffers
+        plan.append((verb_cases.rooted_zero_copy, dict(verb=verb, count=(1 << 18) + 1, root=size - 1,
+                                                       dtype="float16", registered=[0] * size)))
     for count, inplace in [(1003, False), ((1 << 21) + 3, True)]:
         plan.append((cases.reduce_scatter_registered, dict(count=count, dtype="float32", seed=count, inplace=inplace)))
     for count in (1, 4097, 1 << 17):

@@ -132,8 +132,9 @@ class ExchangeLanes:
         return k
 
     def pair_modes(self) -> dict[int, str]:
-        """How the last call moved data with each peer, as its block 0 saw it (waits for the device): ``read`` (we
-        read the peer's bytes from its buffer), ``read by`` (it read ours), both, or ``staged`` (or nothing)."""
+        """How the last call moved data with each peer, as its block 0 saw it (read it once the call's stream is
+        synchronized): ``read`` (we read the peer's bytes from its buffer), ``read by`` (it read ours), both, or
+        ``staged`` (or nothing)."""
         seen = self.seen.copy_to_host()
         names = {0: "staged", READS: "read", IS_READ: "read by", READS | IS_READ: "read, read by"}
         return {p: names[int(seen[j])] for j, p in enumerate(self.peers[:ZC_PEERS])}

@@ -45,8 +45,8 @@ from .shares import end_to_end_share, part_of, round_share
 ROW = 9  # table entries per rank
 SEND_OFF, SEND_N, RECV_OFF, RECV_N, SEND_FP, RECV_FP, SEND_ZC, READ_ZC, PEER_OFF = range(ROW)
 AREA_SLOT = 3 * prim.LL16_BYTES  # a pair area slot: the sender's send and receive descriptors, then its codes
-ZC_PEERS = 64  # peers a call may read zero-copy from (or be read by): peer indices beyond stage
-READS, IS_READ = 1, 2  # a pair's mode bits: we read the peer's bytes zero-copy; the peer reads ours
+ZC_PEERS = 32  # peers a call may read zero-copy from (or be read by): peer indices beyond stage
+READS, IS_READ = 1, 2  # a pair's mode bits (``seen``): we read the peer's bytes zero-copy; the peer reads ours
 
 
 @cuda.jit(device=True)
@@ -56,14 +56,16 @@ def checked(table, p):
 
 
 @cuda.jit(device=True)
-def pairs_agree(chans, areas, area, table, seqs, modes, seen, rank, nranks):
+def pairs_agree(chans, areas, area, table, seqs, seen, rank, nranks):
     """The pair check: True on every thread of the block when every peer we trade with sends what we receive and
     receives what we send. Thread j loads the block's sequence number with peer j once, block 0's puts our
     descriptors and codes for peer j into slot ``rank`` of its pair area, and thread j waits for peer j's (one
     probe); a disagreement or a failed wait is recorded.
-    ``modes[j]`` (shared by the block; block 0 also writes them to ``seen[j]``): the pair's ``READS``/``IS_READ``
-    bits. Then the block's sequence words advance."""
+    Then the block's sequence words advance. (True when they agree; the call's zero-copy pairs, ``zc``: bit j set
+    when we read peer j's bytes, bit ``ZC_PEERS`` + j when peer j reads ours; block 0 writes each pair's
+    ``READS``/``IS_READ`` bits to ``seen[j]``.)"""
     tid = cuda.threadIdx.x
+    modes = cuda.shared.array(ZC_PEERS, np.int32)
     bad = 0
     seq = 0
     k = 0
@@ -107,20 +109,28 @@ def pairs_agree(chans, areas, area, table, seqs, modes, seen, rank, nranks):
     bad = cuda.syncthreads_or(bad)
     if seq != 0:
         seqs[k] = seq
-    return bad == 0
+    zc = np.int64(0)
+    for j in range(min(nranks - 1, ZC_PEERS)):
+        if modes[j] & READS:
+            zc |= np.int64(1) << j
+        if modes[j] & IS_READ:
+            zc |= np.int64(1) << (ZC_PEERS + j)
+    return bad == 0, zc
 
 
 @cuda.jit(device=True)
-def staged_n(table, modes, j, p, receiving):
+def zero_copy(zc, j, receiving):
+    """Whether the pair with peer index ``j`` moves its receive (or send) direction zero-copy (``pairs_agree``)."""
+    return j < ZC_PEERS and (zc >> (j if receiving else ZC_PEERS + j)) & 1 != 0
+
+
+@cuda.jit(device=True)
+def staged_n(table, zc, j, p, receiving):
     """Bytes of our stream with peer ``p`` (index ``j``) that go through the rings: its send (or receive) bytes,
-    0 when the pair reads that direction zero-copy."""
-    if receiving:
-        n, zc = table[ROW * p + RECV_N], READS
-    else:
-        n, zc = table[ROW * p + SEND_N], IS_READ
-    if j < ZC_PEERS and modes[j] & zc:
+    0 when the pair moves that direction zero-copy."""
+    if zero_copy(zc, j, receiving):
         return 0
-    return n
+    return table[ROW * p + (RECV_N if receiving else SEND_N)]
 
 
 @cuda.jit(device=True)
@@ -134,12 +144,12 @@ def rounds_of(table, rank, nranks, chunk):
 
 
 @cuda.jit(device=True)
-def staged_rounds_of(table, modes, rank, nranks, chunk):
+def staged_rounds_of(table, zc, rank, nranks, chunk):
     """Rounds of the call through the rings: the most any peer's staged send or receive range takes."""
     most = 0
     for j in range(nranks - 1):
         p = peer_rank(j, rank)
-        most = max(most, staged_n(table, modes, j, p, 0), staged_n(table, modes, j, p, 1))
+        most = max(most, staged_n(table, zc, j, p, 0), staged_n(table, zc, j, p, 1))
     return (most + chunk - 1) // chunk
 
 
@@ -170,13 +180,13 @@ def stripes_of(nbytes, chunk, stripes, stripe_bytes):
 
 
 @cuda.jit(device=True)
-def stripes_in_call(table, modes, chunk, stripes, stripe_bytes, rank, nranks):
+def stripes_in_call(table, zc, chunk, stripes, stripe_bytes, rank, nranks):
     """Every staged send and receive stripe of the call (blocks from this index on have none)."""
     total = 0
     for j in range(nranks - 1):
         p = peer_rank(j, rank)
-        total += stripes_of(staged_n(table, modes, j, p, 0), chunk, stripes, stripe_bytes)
-        total += stripes_of(staged_n(table, modes, j, p, 1), chunk, stripes, stripe_bytes)
+        total += stripes_of(staged_n(table, zc, j, p, 0), chunk, stripes, stripe_bytes)
+        total += stripes_of(staged_n(table, zc, j, p, 1), chunk, stripes, stripe_bytes)
     return total
 
 
@@ -217,7 +227,7 @@ def stripe_round(chans, j, table, inp, out, scratch, chunk, slots, rank, p, k, s
 
 
 @cuda.jit(device=True)
-def exchange_round(chans, table, modes, inp, out, scratch, chunk, slots, stripes, stripe_bytes, rank, nranks, k,
+def exchange_round(chans, table, zc, inp, out, scratch, chunk, slots, stripes, stripe_bytes, rank, nranks, k,
                    receiving, tid, nt):
     """Round ``k`` of the calling block's send (``receiving`` 0) or receive (1) stripes: stripes are numbered every
     peer's staged send stripes first, then every peer's staged receive stripes, and stripe i is block i % blocks's.
@@ -227,7 +237,7 @@ def exchange_round(chans, table, modes, inp, out, scratch, chunk, slots, stripes
     for phase in range(2):
         for j in range(nranks - 1):
             p = peer_rank(j, rank)
-            n = staged_n(table, modes, j, p, phase)
+            n = staged_n(table, zc, j, p, phase)
             nl = stripes_of(n, chunk, stripes, stripe_bytes)
             for stripe in range(nl):
                 if phase == receiving and i % nb == b and k * chunk < n and not stripe_round(
@@ -238,13 +248,13 @@ def exchange_round(chans, table, modes, inp, out, scratch, chunk, slots, stripes
 
 
 @cuda.jit(device=True)
-def drain_stripes(chans, table, modes, chunk, slots, stripes, stripe_bytes, rank, nranks):
+def drain_stripes(chans, table, zc, chunk, slots, stripes, stripe_bytes, rank, nranks):
     """Every staged send stripe of the calling block waits for the credits of its last rounds: the rings are free
     again for the next call."""
     b, nb = cuda.blockIdx.x, cuda.gridDim.x
     i = 0
     for j in range(nranks - 1):
-        n = staged_n(table, modes, j, peer_rank(j, rank), 0)
+        n = staged_n(table, zc, j, peer_rank(j, rank), 0)
         nl = stripes_of(n, chunk, stripes, stripe_bytes)
         for stripe in range(nl):
             if i % nb == b:
@@ -312,14 +322,14 @@ def copy_own(table, inp, out, rank, tid, nt):
 
 
 @cuda.jit(device=True)
-def read_peers(chans, table, modes, ins, out, rank, nranks, tid, nt):
+def read_peers(chans, table, zc, ins, out, rank, nranks, tid, nt):
     """The zero-copy receives: every block copies its share of what the peers we read send us, laid end to end
     from the peer after us on (so the ranks' blocks read different peers at once), straight from their buffers
     (``ins[j]``, from each one's peer offset), then signals each of them on semaphore 2 b + 1 (the credit of a
     stripe that pair does not run)."""
     total = 0
     for j in range(min(nranks - 1, ZC_PEERS)):
-        if modes[j] & READS:
+        if zero_copy(zc, j, 1):
             total += table[ROW * peer_rank(j, rank) + RECV_N]
     if total > 0:
         lo, cnt = end_to_end_share(total)
@@ -327,7 +337,7 @@ def read_peers(chans, table, modes, ins, out, rank, nranks, tid, nt):
         for i in range(1, nranks):
             p = (rank + i) % nranks
             j = peer_index(p, rank)
-            if j < ZC_PEERS and modes[j] & READS:
+            if zero_copy(zc, j, 1):
                 n = table[ROW * p + RECV_N]
                 at, m = part_of(lo, cnt, start, n)
                 if m > 0:
@@ -335,46 +345,45 @@ def read_peers(chans, table, modes, ins, out, rank, nranks, tid, nt):
                                     m, tid, nt)
                 start += n
     cuda.syncthreads()
-    if tid < nranks - 1 and tid < ZC_PEERS and modes[tid] & READS:
+    if tid < nranks - 1 and zero_copy(zc, tid, 1):
         mc.signal(chans[tid], 2 * cuda.blockIdx.x + 1)
 
 
 @cuda.jit(device=True)
-def wait_readers(chans, modes, nranks, tid):
+def wait_readers(chans, zc, nranks, tid):
     """Each peer that reads our bytes zero-copy has signalled the calling block that its block of the same index
     is done (``read_peers``): our send buffer may be reused."""
-    if tid < nranks - 1 and tid < ZC_PEERS and modes[tid] & IS_READ:
+    if tid < nranks - 1 and zero_copy(zc, tid, 0):
         sem.wait_for(chans[tid], 2 * cuda.blockIdx.x + 1, OP_READ_DONE)  # a failure is recorded, the call ends
     cuda.syncthreads()
 
 
 @cuda.jit(device=True)
-def staged_rounds(chans, table, modes, inp, out, scratch, chunk, slots, stripes, stripe_bytes, rank, nranks, tid, nt):
-    """The rounds of the calling block's staged stripes, then their last credits (a block with none: nothing);
-    False when a wait failed."""
-    if cuda.blockIdx.x >= stripes_in_call(table, modes, chunk, stripes, stripe_bytes, rank, nranks):
-        return True
-    rounds, lag = staged_rounds_of(table, modes, rank, nranks, chunk), slots - 1
+def staged_rounds(chans, table, zc, inp, out, scratch, chunk, slots, stripes, stripe_bytes, rank, nranks, tid, nt):
+    """The rounds of the calling block's staged stripes, then their last credits (a block with none: nothing; a
+    failed wait ends them, recorded)."""
+    if cuda.blockIdx.x >= stripes_in_call(table, zc, chunk, stripes, stripe_bytes, rank, nranks):
+        return
+    rounds, lag = staged_rounds_of(table, zc, rank, nranks, chunk), slots - 1
     for k in range(rounds + lag):  # sends run slots - 1 rounds ahead of receives: a late peer stalls no one's ring
-        if k < rounds and not exchange_round(chans, table, modes, inp, out, scratch, chunk, slots, stripes,
+        if k < rounds and not exchange_round(chans, table, zc, inp, out, scratch, chunk, slots, stripes,
                                              stripe_bytes, rank, nranks, k, 0, tid, nt):
-            return False
-        if k >= lag and not exchange_round(chans, table, modes, inp, out, scratch, chunk, slots, stripes,
+            return
+        if k >= lag and not exchange_round(chans, table, zc, inp, out, scratch, chunk, slots, stripes,
                                            stripe_bytes, rank, nranks, k - lag, 1, tid, nt):
-            return False
-    drain_stripes(chans, table, modes, chunk, slots, stripes, stripe_bytes, rank, nranks)
-    return True
+            return
+    drain_stripes(chans, table, zc, chunk, slots, stripes, stripe_bytes, rank, nranks)
 
 
 @cuda.jit(device=True)
 def peer_exchange(chans, areas, area, table, ins, inp, out, scratch, seqs, seen, chunk, slots, stripes, stripe_bytes,
                   rank, nranks, root, kind, op):
-    """One call: the pair check, our own range copied (unless in place), the zero-copy receives, the rounds of the
-    block's staged stripes, then the wait for the peers that read us; ``root`` >= 0: a reduce into ``root``,
-    reduced with ``kind`` and ``op``."""
+    """One call: the pair check, our own range copied (unless in place), the zero-copy receives, the wait for the
+    peers that read us (each reads right after its pair check, so this waits on nothing staged), then the rounds
+    of the block's staged stripes; ``root`` >= 0: a reduce into ``root``, reduced with ``kind`` and ``op``."""
     tid, nt = cuda.threadIdx.x, cuda.blockDim.x
-    modes = cuda.shared.array(ZC_PEERS, np.int32)
-    if not pairs_agree(chans, areas, area, table, seqs, modes, seen, rank, nranks):
+    agreed, zc = pairs_agree(chans, areas, area, table, seqs, seen, rank, nranks)
+    if not agreed:
         return
     if root == rank:
         reduce_at_root(chans, table, inp, out, scratch, chunk, slots, rank, nranks, tid, nt, kind, op)
@@ -383,10 +392,9 @@ def peer_exchange(chans, areas, area, table, ins, inp, out, scratch, seqs, seen,
         send_to_root(chans, table, inp, chunk, slots, rank, root, tid, nt)
         return
     copy_own(table, inp, out, rank, tid, nt)
-    read_peers(chans, table, modes, ins, out, rank, nranks, tid, nt)
-    if staged_rounds(chans, table, modes, inp, out, scratch, chunk, slots, stripes, stripe_bytes, rank, nranks, tid,
-                     nt):
-        wait_readers(chans, modes, nranks, tid)
+    read_peers(chans, table, zc, ins, out, rank, nranks, tid, nt)
+    wait_readers(chans, zc, nranks, tid)  # first: the rounds then spill far less (ptxas, 128 registers)
+    staged_rounds(chans, table, zc, inp, out, scratch, chunk, slots, stripes, stripe_bytes, rank, nranks, tid, nt)
 
 
 @cuda.jit(cache=True, **SIMPLE_LIMITS)

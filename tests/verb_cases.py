@@ -335,6 +335,8 @@ def all_to_allv_zero_copy(comm, state, counts: list, dtype: str, registered, cap
     finally:
         verbs.capturing = real
     read = _reads_zero_copy(comm, "all_to_allv")
+    kernel = comm.last_algorithm("all_to_allv").last_kernel  # every pair reads: the kernel without rings
+    assert kernel == ("peer_read_simple" if read else "peer_exchange_simple"), kernel
     for buf in bufs:
         comm.deregister_buffer(buf)
     if windows.captured == mapped + repeat:
@@ -540,6 +542,8 @@ def rooted_zero_copy(comm, state, verb: str, count: int, root: int, dtype: str, 
     finally:
         verbs.capturing = real
     assert comm.extension("windows").captured == mapped + (repeat if captured else 0)
+    kernel = comm.last_algorithm(verb).last_kernel  # captured: every pair reads, the kernel without rings
+    assert kernel == ("peer_read_simple" if captured else "peer_exchange_simple"), kernel
     modes = _modes(comm, verb)
     for buf in regs:
         comm.deregister_buffer(buf)

@@ -20,6 +20,6 @@ def entry_kernels(nranks: int) -> dict[str, tuple]:
         kernel = getattr(cls, "zero_copy_kernel", None)  # the zero-copy families' (``zero_copy``)
         if kernel is not None:
             out[kernel.py_func.__name__] = (kernel, cls.zero_copy_argtypes(nranks))
-    kernel = exchange.peer_exchange_simple  # send/recv, all-to-all with counts, gather, scatter, reduce
-    out[kernel.py_func.__name__] = (kernel, exchange.argtypes(nranks))
+    for kernel in (exchange.peer_exchange_simple, exchange.peer_read_simple):  # the verbs; every pair zero-copy
+        out[kernel.py_func.__name__] = (kernel, exchange.argtypes(nranks))
     return out

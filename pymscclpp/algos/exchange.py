@@ -19,7 +19,7 @@ from ..runtime.fingerprint import pack
 from ..runtime.launch import Launch
 from ..runtime.memory import PeerMemory, alloc
 from .algorithm import Algorithm, Call, Constraint
-from .exchange_kernels import AREA_SLOT, IS_READ, READS, ROW, ZC_PEERS, peer_exchange_simple
+from .exchange_kernels import AREA_SLOT, IS_READ, READS, ROW, ZC_PEERS, peer_exchange_simple, peer_read_simple
 from .grid import blocks_for
 from .windows import MAX_SERIAL, PreparedLaunches, Windows
 
@@ -80,7 +80,8 @@ def rooted_descriptors(nranks: int, rank: int, collective: str, nbytes: int, dty
 class ExchangeLanes:
     """What every exchange algorithm of a communicator shares: channels, scratch, pair area, sequence words, and
     the prepared launches (calls run one after another, as with NCCL): one without mapped peer buffers, one per
-    registered window a call reads peers' buffers through."""
+    registered window a call reads peers' buffers through, and of ``peer_read_simple`` (no rings) one per window
+    of calls whose every pair reads zero-copy."""
 
     def __init__(self, comm):
         from numba import cuda
@@ -106,27 +107,37 @@ class ExchangeLanes:
                       "chunk": SLOT_BYTES, "slots": SLOTS, "stripes": self.stripes, "stripe_bytes": STRIPE_BYTES,
                       "rank": comm.rank, "nranks": comm.size, "root": -1, "kind": 0, "op": 0}
         self.kernel_launch = self._launch(self._args["ins"])
-        self.zero_copy = PreparedLaunches(comm.extension("windows", Windows))
+        windows = comm.extension("windows", Windows)
+        self.zero_copy, self.reads = PreparedLaunches(windows), PreparedLaunches(windows)
 
-    def _launch(self, ins: tuple) -> Launch:
-        """A launch reading peers' mapped buffers through ``ins`` (placeholders when it maps none)."""
-        return Launch(peer_exchange_simple, self.blocks, GRID[1], dict(self._args, ins=ins),
-                      argtypes=argtypes(self.size))
+    def _launch(self, ins: tuple, kernel=peer_exchange_simple) -> Launch:
+        """A launch of ``kernel`` reading peers' mapped buffers through ``ins`` (placeholders when it maps none)."""
+        return Launch(kernel, self.blocks, GRID[1], dict(self._args, ins=ins), argtypes=argtypes(self.size))
 
     def kernel_launches(self) -> list[Launch]:
         """Every launch prepared: the one without mapped buffers and those of registered windows."""
-        return [self.kernel_launch, *self.zero_copy.values()]
+        return [self.kernel_launch, *self.zero_copy.values(), *self.reads.values()]
+
+    def reads_only(self, call: Call) -> bool:
+        """Whether every pair of ``call`` reads zero-copy: the ranks agreed on it (an all-to-all with counts on
+        one registration, from the counts every rank trades) or mapped its buffers together (a captured call)."""
+        window = call.window
+        return window is not None and (window.serial < 0 or call.collective == "all_to_allv") and \
+            self.size - 1 <= ZC_PEERS
 
     def launch(self, call: Call) -> Launch:
         """Issue ``call`` (its ``layout`` the table), reading peers' buffers through the window it carries, if
-        any (prepared once per registered window; a captured call's launch is its graph's)."""
+        any (prepared once per registered window; a captured call's launch is its graph's), without rings where
+        every pair reads zero-copy."""
         window = call.window
+        kernel, prepared = (peer_read_simple, self.reads) if self.reads_only(call) else \
+            (peer_exchange_simple, self.zero_copy)
         if window is None:
             k = self.kernel_launch
         elif window.serial >= 0:
-            k = self.zero_copy.get((window,), lambda windows: self._launch(windows[0].handles))
+            k = prepared.get((window,), lambda windows: self._launch(windows[0].handles, kernel))
         else:
-            k = self._launch(window.handles)
+            k = self._launch(window.handles, kernel)
         bind(k, call, self.size, self.address, self.view)
         k.launch(call.stream)
         return k
@@ -144,7 +155,7 @@ class ExchangeLanes:
             ch.close()
         for r in self.remotes:
             r.close()
-        self.channels, self.remotes, self.zero_copy = {}, [], None  # the windows hold the communicator
+        self.channels, self.remotes, self.zero_copy, self.reads = {}, [], None, None  # the windows hold the comm
 
 
 def bind(k: Launch, call: Call, nranks: int, address: int, placeholder) -> None:
@@ -169,7 +180,7 @@ def call_span(table: tuple, nranks: int, receive: bool) -> int:
 
 
 def argtypes(nranks: int) -> tuple:
-    """The numba types of ``peer_exchange_simple``'s arguments on ``nranks`` ranks."""
+    """The numba types of ``peer_exchange_simple``'s (and ``peer_read_simple``'s) arguments on ``nranks`` ranks."""
     i64 = types.int64
     return (types.UniTuple(ht.memory_channel(), nranks - 1), types.UniTuple(ht.BYTES, nranks - 1), ht.BYTES,
             types.UniTuple(i64, ROW * nranks), types.UniTuple(ht.peer_memory(), nranks - 1), ht.BYTES, ht.BYTES,

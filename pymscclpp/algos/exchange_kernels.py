@@ -47,6 +47,7 @@ SEND_OFF, SEND_N, RECV_OFF, RECV_N, SEND_FP, RECV_FP, SEND_ZC, READ_ZC, PEER_OFF
 AREA_SLOT = 3 * prim.LL16_BYTES  # a pair area slot: the sender's send and receive descriptors, then its codes
 ZC_PEERS = 32  # peers a call may read zero-copy from (or be read by): peer indices beyond stage
 READS, IS_READ = 1, 2  # a pair's mode bits (``seen``): we read the peer's bytes zero-copy; the peer reads ours
+READS_ONLY, STAGED = 0, 1  # ``peer_exchange``'s kernels: every pair zero-copy, or rings for the pairs that stage
 
 
 @cuda.jit(device=True)
@@ -56,14 +57,16 @@ def checked(table, p):
 
 
 @cuda.jit(device=True)
-def pairs_agree(chans, areas, area, table, seqs, seen, rank, nranks):
+def pairs_agree(chans, areas, area, table, seqs, seen, rank, nranks, reads_only):
     """The pair check: True on every thread of the block when every peer we trade with sends what we receive and
     receives what we send. Thread j loads the block's sequence number with peer j once, block 0's puts our
     descriptors and codes for peer j into slot ``rank`` of its pair area, and thread j waits for peer j's (one
     probe); a disagreement or a failed wait is recorded.
     Then the block's sequence words advance. (True when they agree; the call's zero-copy pairs, ``zc``: bit j set
     when we read peer j's bytes, bit ``ZC_PEERS`` + j when peer j reads ours; block 0 writes each pair's
-    ``READS``/``IS_READ`` bits to ``seen[j]``.)"""
+    ``READS``/``IS_READ`` bits to ``seen[j]``.) ``reads_only``: every direction that moves bytes must read
+    zero-copy (the ranks agreed on it beforehand), else the pair fails the check: a kernel without rings would
+    leave it unmoved."""
     tid = cuda.threadIdx.x
     modes = cuda.shared.array(ZC_PEERS, np.int32)
     bad = 0
@@ -102,6 +105,10 @@ def pairs_agree(chans, areas, area, table, seqs, seen, rank, nranks):
                     mode |= READS
                 if send_zc != 0 and their_read_zc == send_zc:
                     mode |= IS_READ
+            if reads_only and bad == 0 and ((table[ROW * p + RECV_N] > 0 and mode & READS == 0) or
+                                            (table[ROW * p + SEND_N] > 0 and mode & IS_READ == 0)):
+                record_mismatch(chans[tid].err, OP_PAIR_RECV, rank, p, seq, mine_recv, their_send)
+                bad = 1
         if tid < ZC_PEERS:
             modes[tid] = mode
             if cuda.blockIdx.x == 0:
@@ -377,13 +384,20 @@ def staged_rounds(chans, table, zc, inp, out, scratch, chunk, slots, stripes, st
 
 @cuda.jit(device=True)
 def peer_exchange(chans, areas, area, table, ins, inp, out, scratch, seqs, seen, chunk, slots, stripes, stripe_bytes,
-                  rank, nranks, root, kind, op):
+                  rank, nranks, root, kind, op, staged):
     """One call: the pair check, our own range copied (unless in place), the zero-copy receives, the wait for the
     peers that read us (each reads right after its pair check, so this waits on nothing staged), then the rounds
-    of the block's staged stripes; ``root`` >= 0: a reduce into ``root``, reduced with ``kind`` and ``op``."""
+    of the block's staged stripes; ``root`` >= 0: a reduce into ``root``, reduced with ``kind`` and ``op``.
+    ``staged`` (a compile-time constant of the entry kernel) 0: every pair reads zero-copy, and the kernel has
+    no rings (nor their registers)."""
     tid, nt = cuda.threadIdx.x, cuda.blockDim.x
-    agreed, zc = pairs_agree(chans, areas, area, table, seqs, seen, rank, nranks)
+    agreed, zc = pairs_agree(chans, areas, area, table, seqs, seen, rank, nranks, staged == 0)
     if not agreed:
+        return
+    if staged == 0:
+        copy_own(table, inp, out, rank, tid, nt)
+        read_peers(chans, table, zc, ins, out, rank, nranks, tid, nt)
+        wait_readers(chans, zc, nranks, tid)
         return
     if root == rank:
         reduce_at_root(chans, table, inp, out, scratch, chunk, slots, rank, nranks, tid, nt, kind, op)
@@ -402,4 +416,12 @@ def peer_exchange_simple(chans, areas, area, table, ins, inp, out, scratch, seqs
                          stripe_bytes, rank, nranks, root, kind, op):
     """``peer_exchange`` (puts, reads of mapped peer buffers and semaphores)."""
     peer_exchange(chans, areas, area, table, ins, inp, out, scratch, seqs, seen, chunk, slots, stripes, stripe_bytes,
-                  rank, nranks, root, kind, op)
+                  rank, nranks, root, kind, op, STAGED)
+
+
+@cuda.jit(cache=True, **SIMPLE_LIMITS)
+def peer_read_simple(chans, areas, area, table, ins, inp, out, scratch, seqs, seen, chunk, slots, stripes,
+                     stripe_bytes, rank, nranks, root, kind, op):
+    """``peer_exchange`` of a call whose every pair reads zero-copy (reads of mapped peer buffers, semaphores)."""
+    peer_exchange(chans, areas, area, table, ins, inp, out, scratch, seqs, seen, chunk, slots, stripes, stripe_bytes,
+                  rank, nranks, root, kind, op, READS_ONLY)

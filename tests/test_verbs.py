@@ -361,3 +361,12 @@ def test_gather_and_scatter_read_zero_copy_where_the_registrations_match_and_sta
                 if 1 in (me, p):
                     modes[p] = "staged"
     assert got == want, got
+
+
+def test_a_table_with_more_peers_than_the_kernel_tells_apart_carries_no_zero_copy_codes():
+    from pymscclpp.algos.exchange import layout
+    from pymscclpp.algos.exchange_kernels import ROW, SEND_ZC, ZC_PEERS
+    fps = {1: (5, 5)}
+    codes = {1: (3, 3, 0)}
+    assert layout(ZC_PEERS + 1, {1: (0, 64)}, {1: (0, 64)}, fps, codes)[ROW + SEND_ZC] == 3
+    assert layout(ZC_PEERS + 2, {1: (0, 64)}, {1: (0, 64)}, fps, codes)[ROW + SEND_ZC] == 0

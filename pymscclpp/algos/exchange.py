@@ -39,7 +39,10 @@ STRIPE_BYTES = 256 if IS_SIM else 64 << 10  # a stream takes a stripe per STRIPE
 def layout(nranks: int, sends: dict, recvs: dict, descriptors: dict | None, codes: dict | None = None) -> tuple:
     """A call's kernel table: ``sends``/``recvs`` map a rank to its (offset, bytes) range (absent: nothing),
     ``descriptors`` a rank to (send descriptor, receive descriptor) (None: the check is off), ``codes`` a rank to
-    (send code, read code, peer offset) (absent, or the check off: the pair stages; ``exchange_kernels``)."""
+    (send code, read code, peer offset) (absent, the check off, or more peers than the kernel tells apart: the pair
+    stages; ``exchange_kernels``)."""
+    if nranks - 1 > ZC_PEERS:  # both ends of a pair must see its codes, whatever their peer indices
+        codes = None
     table = []
     for p in range(nranks):
         s, r = sends.get(p, (0, 0)), recvs.get(p, (0, 0))
@@ -123,7 +126,7 @@ class ExchangeLanes:
         one registration, from the counts every rank trades) or mapped its buffers together (a captured call)."""
         window = call.window
         return window is not None and (window.serial < 0 or call.collective == "all_to_allv") and \
-            self.size - 1 <= ZC_PEERS
+            self.size - 1 <= ZC_PEERS  # beyond, ``layout`` sets no codes: every pair stages
 
     def launch(self, call: Call) -> Launch:
         """Issue ``call`` (its ``layout`` the table), reading peers' buffers through the window it carries, if

@@ -70,3 +70,9 @@ def test_a_pushing_zero_copy_call_differs_from_a_pulling_one_and_says_so(collect
 def test_rooted_calls_that_reduce_have_no_zero_copy_mark():
     with pytest.raises(ValueError, match="reduce has no zero-copy mark"):
         fpr.zero_copy(fpr.pack("reduce", 64, "float32", "sum", 1))
+
+
+def test_a_pair_whose_descriptors_agree_but_did_not_read_zero_copy_says_so():
+    fp = fpr.pack("all_to_allv", 4096, "float32", "sum", 0)
+    text = fpr.pair_mismatch_text(0, 1, fp, fp, False)
+    assert "did not read zero-copy" in text and "rank 1 sends it 1024 float32" in text, text

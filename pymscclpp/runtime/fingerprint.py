@@ -143,6 +143,9 @@ def pair_mismatch_text(rank: int, peer: int, ours: int, theirs: int, sending: bo
     else:
         sides = f"rank {rank} receives {_moved(ours)} from rank {peer}, rank {peer} sends it {_moved(theirs)}"
     hint = ""
+    if ours == theirs:  # the descriptors agree: the pair did not read zero-copy where every pair had to
+        return (f"{sides}, but the pair did not read zero-copy in a call whose every pair had to (the ranks' "
+                "zero-copy choices differ: an internal error; found on the device before any data moved between them)")
     if unpack(ours).collective == unpack(theirs).collective == "send_recv" and 0 in (unpack(ours).count,
                                                                                       unpack(theirs).count):
         hint = ("; a send meets the peer's recv at the same place in the two ranks' calls with each other, so post "

@@ -141,16 +141,6 @@ def staged_n(table, zc, j, p, receiving):
 
 
 @cuda.jit(device=True)
-def rounds_of(table, rank, nranks, chunk):
-    """Rounds of the call: the most any peer's send or receive range takes."""
-    most = 0
-    for p in range(nranks):
-        if p != rank:
-            most = max(most, table[ROW * p + SEND_N], table[ROW * p + RECV_N])
-    return (most + chunk - 1) // chunk
-
-
-@cuda.jit(device=True)
 def staged_rounds_of(table, zc, rank, nranks, chunk):
     """Rounds of the call through the rings: the most any peer's staged send or receive range takes."""
     most = 0
@@ -158,6 +148,12 @@ def staged_rounds_of(table, zc, rank, nranks, chunk):
         p = peer_rank(j, rank)
         most = max(most, staged_n(table, zc, j, p, 0), staged_n(table, zc, j, p, 1))
     return (most + chunk - 1) // chunk
+
+
+@cuda.jit(device=True)
+def rounds_of(table, rank, nranks, chunk):
+    """Rounds of a call that stages every pair: the most any peer's send or receive range takes."""
+    return staged_rounds_of(table, np.int64(0), rank, nranks, chunk)
 
 
 @cuda.jit(device=True)

@@ -221,11 +221,7 @@ def issue(comm, ops: list[PeerOp]) -> None:
     codes = {p: (zero_copy_code(sent) if sent is not None and sends[p][1] else 0,
                  zero_copy_code(window) if window is not None and recvs[p][1] else 0, 0)
              for p in by_peer if p != rank}  # a peer reading ours reads from the start of our send buffer
-    if not any(a or b for a, b, _ in codes.values()):
-        launch(comm, call)
-    else:
-        launch(comm, call, None, dataclasses.replace(call, layout=layout(comm.size, sends, recvs, descriptors, codes),
-                                                     window=window))
+    _launch_reading(comm, call, None, sends, recvs, descriptors, window, codes)
     for o, at in unpacking:
         _copy(_pair(o.info), 0, recv, at, o.info.nbytes, stream)
 
@@ -361,8 +357,7 @@ def all_to_allv(comm, sendbuf, recvbuf, send_counts, recv_counts, stream, algo) 
                  "sum", 0, handle)
     r, code = comm.rank, zero_copy_code(window)  # every pair reads zero-copy, from where its data starts in the peer
     codes = {p: (code if sc[p] else 0, code if rc[p] else 0, sum(table[p][1][:r]) * size) for p in range(n) if p != r}
-    launch(comm, call, algo, dataclasses.replace(call, layout=layout(n, sends, recvs, descriptors, codes),
-                                                 window=window))
+    _launch_reading(comm, call, algo, sends, recvs, descriptors, window, codes)
 
 
 def _call(comm, collective, send, recv, table, size, dtype, op, root, stream) -> Call:
@@ -383,10 +378,17 @@ def _run(comm, collective, send, sendbuf, recv, recvbuf, sends, recvs, descripto
         return
     call = _call(comm, collective, send, recv, layout(comm.size, sends, recvs, descriptors), size, dtype, op, root,
                  stream)
-    if zero_copy is None:
+    window, codes = zero_copy if zero_copy is not None else (None, {})
+    _launch_reading(comm, call, algo, sends, recvs, descriptors, window, codes)
+
+
+def _launch_reading(comm, call: Call, algo: str | None, sends: dict, recvs: dict, descriptors: dict | None,
+                    window: Window | None, codes: dict) -> None:
+    """Launch ``call``, or, where some pair carries a zero-copy code (``codes``: a rank to its send code, read code
+    and peer offset), the same call whose table carries them, reading peers' buffers through ``window``."""
+    if not any(a or b for a, b, _ in codes.values()):
         launch(comm, call, algo)
         return
-    window, codes = zero_copy
     launch(comm, call, algo, dataclasses.replace(call, layout=layout(comm.size, sends, recvs, descriptors, codes),
                                                  window=window))
 

@@ -59,7 +59,7 @@ def test_cli_help_lists_every_collective():
 
 
 def test_primitive_microbenchmarks_are_ops_of_the_same_cli():
-    for op in ["memory_channel", "port_channel"]:
+    for op in ["memory_channel", "port_channel", "sync"]:
         proc = subprocess.run([sys.executable, "-m", "pymscclpp.bench", "--op", op, "--help"], capture_output=True,
                               text=True, timeout=60)
         assert proc.returncode == 0 and "--json" in proc.stdout, proc.stderr
@@ -91,6 +91,23 @@ def test_host_benchmark_reports_every_collective_against_a_reference_op(tmp_path
     for c in ("all_reduce", "all_gather", "reduce_scatter", "all_to_all", "broadcast"):
         assert rows[f"eager_{c}_us"] > 0 and rows[f"eager_{c}_vs_reference"] > 0 and rows[f"first_{c}_s"] > 0
     assert rows["import_pymscclpp_s"] > 0 and rows["reference_us"] > 0
+
+
+@pytest.mark.mpi
+def test_sync_benchmark_times_a_launch_a_meeting_and_a_small_all_reduce_at_three_ranks(tmp_path):
+    mpiexec = os.path.join(os.path.dirname(sys.executable), "mpiexec")
+    if not os.path.exists(mpiexec):
+        pytest.skip(f"no mpiexec next to {sys.executable} (pip install mpich)")
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    env = {**os.environ, "PYMSCCLPP_BACKEND": "sim", "PYTHONPATH": root, "PYMSCCLPP_CACHE_DIR": str(tmp_path)}
+    out = tmp_path / "sync.json"
+    proc = subprocess.run([mpiexec, "-n", "3", sys.executable, "-m", "pymscclpp.bench", "--op", "sync", "--json",
+                           str(out)], env=env, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    res = json.loads(out.read_text())
+    assert res["ranks"] == 3
+    for key in ("empty_us", "meet_us", "all_reduce_1KB_us", "meet_inside_kernel_us"):
+        assert res[key] > 0, key
 
 
 def test_tuning_file_keyed_by_rank_count_applies_to_its_rank_count_only(tmp_path, monkeypatch):

@@ -26,7 +26,8 @@ def parse_size(text: str) -> int:
     return int(text)
 
 
-MICRO = {"memory_channel": "memory_channel", "port_channel": "port_channel", "host": "host", "traffic": "traffic"}
+MICRO = {"memory_channel": "memory_channel", "port_channel": "port_channel", "host": "host", "traffic": "traffic",
+         "sync": "sync"}
 
 
 def main(argv=None) -> int:

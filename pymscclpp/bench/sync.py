@@ -1,0 +1,127 @@
+"""What meeting the other ranks costs on this machine, apart from any bytes: the latency floor of a collective.
+
+``mpirun -np N python -m pymscclpp.bench --op sync [--iters 20 --reps 25 --inner 1000 --json FILE]`` times, in one
+run, each as a CUDA graph of ``iters`` launches (median of ``reps`` replays, the slowest rank): an empty kernel
+(the launch alone), a kernel that meets every peer once (thread j signals peer j, then waits for peer j's signal),
+a 1 KB bf16 all_reduce, and ``inner`` meetings inside one kernel (the meeting alone, no launch between). On the
+simulator the same kernels run eager, host-timed, at small counts: only that they finish means anything there.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import time
+
+import numpy as np
+from mpi4py import MPI
+
+import pymscclpp  # chooses the backend before numba.cuda loads
+from numba import cuda
+
+import pymscclpp.channels.memory_channel as mc
+from pymscclpp.runtime.backend import IS_SIM
+from pymscclpp.runtime.memory import alloc
+
+
+@cuda.jit(cache=True)
+def empty_kernel(word):
+    """Nothing but a launch (one thread stores one word, so the launch is not optimised away)."""
+    if cuda.threadIdx.x == 0:
+        word[0] = 1
+
+
+@cuda.jit(cache=True)
+def meet_kernel(chans, times):
+    """``times`` meetings of every rank: thread j signals peer j and waits for its signal, then the block syncs.
+    Returns early once a wait fails (recorded; the host raises from ``check_device_errors``)."""
+    j = cuda.threadIdx.x
+    for _ in range(times):
+        failed = 0
+        if j < len(chans):
+            mc.signal(chans[j])
+            if not mc.wait(chans[j]):
+                failed = 1
+        if cuda.syncthreads_or(failed):
+            return
+
+
+def slowest(world, value: float) -> float:
+    """The largest ``value`` over the ranks."""
+    return world.allreduce(value, op=MPI.MAX)
+
+
+def time_sim(fn, reps: int, world) -> float:
+    """Median microseconds of ``fn()`` (eager, host clock: the simulator's kernels finish before launch returns)."""
+    samples = []
+    for _ in range(reps):
+        world.Barrier()
+        start = time.perf_counter()
+        fn()
+        samples.append((time.perf_counter() - start) * 1e6)
+    return statistics.median(samples)
+
+
+def main(argv=None) -> None:
+    ap = argparse.ArgumentParser(prog="python -m pymscclpp.bench --op sync", description=__doc__)
+    ap.add_argument("--iters", type=int, default=2 if IS_SIM else 20, help="launches per graph")
+    ap.add_argument("--reps", type=int, default=2 if IS_SIM else 25, help="graph replays (the median is reported)")
+    ap.add_argument("--inner", type=int, default=3 if IS_SIM else 1000, help="meetings inside one kernel")
+    ap.add_argument("--json")
+    args = ap.parse_args(argv)
+    world = MPI.COMM_WORLD
+    if not IS_SIM:
+        import torch
+        torch.cuda.set_device(world.Get_rank() % torch.cuda.device_count())
+    comm = pymscclpp.Communicator.from_mpi(world)
+    if comm.size < 2:
+        raise SystemExit("run with at least 2 ranks")
+    src, inbox = alloc(64), alloc(64)
+    peers = [p for p in range(comm.size) if p != comm.rank]
+    chans = tuple(ch.device_handle() for ch in comm.memory_channels(peers, src, inbox).values())
+    word = cuda.device_array(1, np.int32)
+    threads = 32 * ((len(chans) + 31) // 32)
+    res: dict = {"ranks": comm.size, "iters": args.iters, "reps": args.reps, "inner": args.inner}
+    if IS_SIM:
+        x = cuda.to_device(np.ones(256, np.float32))
+        cases = {"empty": lambda: empty_kernel[1, 32](word), "meet": lambda: meet_kernel[1, threads](chans, 1),
+                 "all_reduce_1KB": lambda: comm.all_reduce(x)}
+        for name, fn in cases.items():
+            fn()
+            res[f"{name}_us"] = slowest(world, time_sim(fn, args.reps, world))
+        inner = time_sim(lambda: meet_kernel[1, threads](chans, args.inner), args.reps, world)
+    else:
+        from .timing import capture, time_graph
+        x = torch.ones(512, dtype=torch.bfloat16, device="cuda")
+
+        def on_torch_stream(kernel, *a):
+            return lambda: kernel[1, threads, cuda.external_stream(torch.cuda.current_stream().cuda_stream)](*a)
+
+        cases = {"empty": on_torch_stream(empty_kernel, word), "meet": on_torch_stream(meet_kernel, chans, 1),
+                 "all_reduce_1KB": lambda: comm.all_reduce(x)}
+        for name, fn in cases.items():
+            for _ in range(3):
+                fn()
+            torch.cuda.synchronize()
+            world.Barrier()
+            graph = capture(fn, args.iters)
+            time_graph(graph, args.iters, 2, world.Barrier)
+            res[f"{name}_us"] = slowest(world, time_graph(graph, args.iters, args.reps, world.Barrier))
+        one = on_torch_stream(meet_kernel, chans, args.inner)
+        one()
+        torch.cuda.synchronize()
+        world.Barrier()
+        inner = time_graph(capture(one, 1), 1, args.reps, world.Barrier)
+    res["meet_inside_kernel_us"] = slowest(world, inner / args.inner)
+    comm.check_device_errors()
+    if comm.rank == 0:
+        print(json.dumps(res, indent=1))
+        if args.json:
+            with open(args.json, "w") as f:
+                json.dump(res, f, indent=1)
+    comm.close()
+
+
+if __name__ == "__main__":
+    main()

@@ -76,18 +76,23 @@ def test_summary_lists_sweeps_and_microbenchmarks(tmp_path):
     assert "all_reduce 1K us" in text and "2.33x" in text and "MemoryChannel put GB/s" in text
 
 
-@pytest.mark.mpi
-def test_host_benchmark_reports_every_collective_against_a_reference_op(tmp_path):
+def run_microbenchmark(tmp_path, ranks: int, op: str, *args: str) -> dict:
+    """The JSON of ``python -m pymscclpp.bench --op OP ARGS`` on ``ranks`` simulator ranks (mpiexec of the venv)."""
     mpiexec = os.path.join(os.path.dirname(sys.executable), "mpiexec")
     if not os.path.exists(mpiexec):
         pytest.skip(f"no mpiexec next to {sys.executable} (pip install mpich)")
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     env = {**os.environ, "PYMSCCLPP_BACKEND": "sim", "PYTHONPATH": root, "PYMSCCLPP_CACHE_DIR": str(tmp_path)}
-    out = tmp_path / "host.json"
-    proc = subprocess.run([mpiexec, "-n", "2", sys.executable, "-m", "pymscclpp.bench", "--op", "host", "--calls", "2",
-                           "--reps", "1", "--json", str(out)], env=env, capture_output=True, text=True, timeout=300)
+    out = tmp_path / f"{op}.json"
+    proc = subprocess.run([mpiexec, "-n", str(ranks), sys.executable, "-m", "pymscclpp.bench", "--op", op, *args,
+                           "--json", str(out)], env=env, capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stdout + proc.stderr
-    rows = json.loads(out.read_text())["rows"]
+    return json.loads(out.read_text())
+
+
+@pytest.mark.mpi
+def test_host_benchmark_reports_every_collective_against_a_reference_op(tmp_path):
+    rows = run_microbenchmark(tmp_path, 2, "host", "--calls", "2", "--reps", "1")["rows"]
     for c in ("all_reduce", "all_gather", "reduce_scatter", "all_to_all", "broadcast"):
         assert rows[f"eager_{c}_us"] > 0 and rows[f"eager_{c}_vs_reference"] > 0 and rows[f"first_{c}_s"] > 0
     assert rows["import_pymscclpp_s"] > 0 and rows["reference_us"] > 0
@@ -95,16 +100,7 @@ def test_host_benchmark_reports_every_collective_against_a_reference_op(tmp_path
 
 @pytest.mark.mpi
 def test_sync_benchmark_times_a_launch_a_meeting_and_a_small_all_reduce_at_three_ranks(tmp_path):
-    mpiexec = os.path.join(os.path.dirname(sys.executable), "mpiexec")
-    if not os.path.exists(mpiexec):
-        pytest.skip(f"no mpiexec next to {sys.executable} (pip install mpich)")
-    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    env = {**os.environ, "PYMSCCLPP_BACKEND": "sim", "PYTHONPATH": root, "PYMSCCLPP_CACHE_DIR": str(tmp_path)}
-    out = tmp_path / "sync.json"
-    proc = subprocess.run([mpiexec, "-n", "3", sys.executable, "-m", "pymscclpp.bench", "--op", "sync", "--json",
-                           str(out)], env=env, capture_output=True, text=True, timeout=300)
-    assert proc.returncode == 0, proc.stdout + proc.stderr
-    res = json.loads(out.read_text())
+    res = run_microbenchmark(tmp_path, 3, "sync")
     assert res["ranks"] == 3
     for key in ("empty_us", "meet_us", "all_reduce_1KB_us", "meet_inside_kernel_us"):
         assert res[key] > 0, key

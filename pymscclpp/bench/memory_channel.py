@@ -10,7 +10,6 @@ simulator it runs the same kernels at small sizes, timed by the host clock, with
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import statistics
 import time
@@ -22,6 +21,7 @@ import pymscclpp  # noqa: F401  (chooses the backend before numba.cuda loads)
 from numba import cuda
 
 import pymscclpp.channels.memory_channel as mc
+from pymscclpp.bench.report import report
 from pymscclpp.channels.ptx import store_v4
 from pymscclpp.runtime.backend import IS_SIM
 from pymscclpp.runtime.communicator import Communicator
@@ -209,11 +209,7 @@ def main(argv=None) -> None:
         res.update(nccl_reference(comm.rank, args.bytes, args.reps))
     except ImportError as exc:
         res["nccl"] = f"not measured: {exc}"
-    if comm.rank == 0:
-        print(json.dumps(res, indent=1))
-        if args.json:
-            with open(args.json, "w") as f:
-                json.dump(res, f, indent=1)
+    report(comm.rank, res, args.json)
     comm.close()
 
 

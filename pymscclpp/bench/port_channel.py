@@ -36,6 +36,7 @@ import pymscclpp  # noqa: F401  (chooses the backend before numba.cuda loads)
 from numba import cuda
 
 import pymscclpp.channels.port_channel as pc
+from pymscclpp.bench.report import report
 from pymscclpp.channels.ptx import globaltimer
 from pymscclpp.proxy import ProxyService, loop
 from pymscclpp.runtime.backend import IS_SIM
@@ -246,11 +247,7 @@ def main(argv=None) -> None:
         print(json.dumps({"cuda_ipc": res["cuda_ipc"]}), flush=True)
     res["ethernet_loopback"] = measure(comm, world, "ethernet", args.eth_bytes, max(3, args.reps // 2),
                                        args.storm)
-    if comm.rank == 0:
-        print(json.dumps(res, indent=1))
-        if args.json:
-            with open(args.json, "w") as f:
-                json.dump(res, f, indent=1)
+    report(comm.rank, res, args.json)
     comm.close()
 
 

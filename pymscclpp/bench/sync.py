@@ -10,7 +10,6 @@ simulator the same kernels run eager, host-timed, at small counts: only that the
 from __future__ import annotations
 
 import argparse
-import json
 import statistics
 import time
 
@@ -21,8 +20,10 @@ import pymscclpp  # chooses the backend before numba.cuda loads
 from numba import cuda
 
 import pymscclpp.channels.memory_channel as mc
+from pymscclpp.bench.report import report
 from pymscclpp.runtime.backend import IS_SIM
 from pymscclpp.runtime.memory import alloc
+
 
 
 @cuda.jit(cache=True)
@@ -115,11 +116,7 @@ def main(argv=None) -> None:
         inner = time_graph(capture(one, 1), 1, args.reps, world.Barrier)
     res["meet_inside_kernel_us"] = slowest(world, inner / args.inner)
     comm.check_device_errors()
-    if comm.rank == 0:
-        print(json.dumps(res, indent=1))
-        if args.json:
-            with open(args.json, "w") as f:
-                json.dump(res, f, indent=1)
+    report(comm.rank, res, args.json)
     comm.close()
 
 

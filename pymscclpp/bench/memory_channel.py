@@ -12,7 +12,6 @@ from __future__ import annotations
 import argparse
 import os
 import statistics
-import time
 
 import numpy as np
 from mpi4py import MPI
@@ -22,6 +21,7 @@ from numba import cuda
 
 import pymscclpp.channels.memory_channel as mc
 from pymscclpp.bench.report import report
+from pymscclpp.bench.timing import time_host
 from pymscclpp.channels.ptx import store_v4
 from pymscclpp.runtime.backend import IS_SIM
 from pymscclpp.runtime.communicator import Communicator
@@ -86,14 +86,11 @@ def packet_pingpong(ch, iters, initiator, flag_base, ll8):
 
 def timed(fn, reps: int, world) -> float:
     """Median milliseconds of ``fn()`` over ``reps`` runs, ranks started together each time."""
+    if IS_SIM:  # the simulator has no events
+        return time_host(fn, reps, world.Barrier) / 1e3
     times = []
     for _ in range(reps):
         world.Barrier()
-        if IS_SIM:  # kernels finish before the launch returns; the simulator has no events
-            start = time.perf_counter()
-            fn()
-            times.append((time.perf_counter() - start) * 1e3)
-            continue
         start, stop = cuda.event(), cuda.event()
         start.record()
         fn()

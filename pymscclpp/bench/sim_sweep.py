@@ -6,10 +6,9 @@ about GPU speed.
 
 from __future__ import annotations
 
-import time
-
 import numpy as np
 
+from .timing import time_host
 from .verb_cases import VERBS, make_sim_verb_case
 
 _REDUCE = {"sum": np.sum, "min": np.min, "max": np.max}
@@ -87,15 +86,13 @@ def run_sim_sweep(args) -> list[dict] | None:
             call()
         call()
         wrong = world.allreduce(int((out.copy_to_host() != want).sum()))
-        samples = []
-        for _ in range(args.reps):
-            world.Barrier()
-            start = time.perf_counter()
+
+        def calls(call=call):
             for _ in range(args.iters):
                 call()
-            samples.append((time.perf_counter() - start) * 1e6 / args.iters)
+        us = time_host(calls, args.reps, world.Barrier) / args.iters
         comm.check_device_errors()
-        row = result_row(args, count * dtype.itemsize, count, float(np.median(samples)), float("nan"), wrong, bus,
+        row = result_row(args, count * dtype.itemsize, count, us, float("nan"), wrong, bus,
                          served_by(comm, args.op))
         rows.append(row)
         if comm.rank == 0:

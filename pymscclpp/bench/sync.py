@@ -10,8 +10,6 @@ simulator the same kernels run eager, host-timed, at small counts: only that the
 from __future__ import annotations
 
 import argparse
-import statistics
-import time
 
 import numpy as np
 from mpi4py import MPI
@@ -21,9 +19,9 @@ from numba import cuda
 
 import pymscclpp.channels.memory_channel as mc
 from pymscclpp.bench.report import report
+from pymscclpp.bench.timing import time_host
 from pymscclpp.runtime.backend import IS_SIM
 from pymscclpp.runtime.memory import alloc
-
 
 
 @cuda.jit(cache=True)
@@ -53,17 +51,6 @@ def slowest(world, value: float) -> float:
     return world.allreduce(value, op=MPI.MAX)
 
 
-def time_sim(fn, reps: int, world) -> float:
-    """Median microseconds of ``fn()`` (eager, host clock: the simulator's kernels finish before launch returns)."""
-    samples = []
-    for _ in range(reps):
-        world.Barrier()
-        start = time.perf_counter()
-        fn()
-        samples.append((time.perf_counter() - start) * 1e6)
-    return statistics.median(samples)
-
-
 def main(argv=None) -> None:
     ap = argparse.ArgumentParser(prog="python -m pymscclpp.bench --op sync", description=__doc__)
     ap.add_argument("--iters", type=int, default=2 if IS_SIM else 20, help="launches per graph")
@@ -80,7 +67,8 @@ def main(argv=None) -> None:
         raise SystemExit("run with at least 2 ranks")
     src, inbox = alloc(64), alloc(64)
     peers = [p for p in range(comm.size) if p != comm.rank]
-    chans = tuple(ch.device_handle() for ch in comm.memory_channels(peers, src, inbox).values())
+    channels = comm.memory_channels(peers, src, inbox)
+    chans = tuple(ch.device_handle() for ch in channels.values())
     word = cuda.device_array(1, np.int32)
     threads = 32 * ((len(chans) + 31) // 32)
     res: dict = {"ranks": comm.size, "iters": args.iters, "reps": args.reps, "inner": args.inner}
@@ -90,10 +78,10 @@ def main(argv=None) -> None:
                  "all_reduce_1KB": lambda: comm.all_reduce(x)}
         for name, fn in cases.items():
             fn()
-            res[f"{name}_us"] = slowest(world, time_sim(fn, args.reps, world))
-        inner = time_sim(lambda: meet_kernel[1, threads](chans, args.inner), args.reps, world)
+            res[f"{name}_us"] = slowest(world, time_host(fn, args.reps, world.Barrier))
+        inner = time_host(lambda: meet_kernel[1, threads](chans, args.inner), args.reps, world.Barrier)
     else:
-        from .timing import capture, time_graph
+        from pymscclpp.bench.timing import capture, time_graph
         x = torch.ones(512, dtype=torch.bfloat16, device="cuda")
 
         def on_torch_stream(kernel, *a):
@@ -117,6 +105,8 @@ def main(argv=None) -> None:
     res["meet_inside_kernel_us"] = slowest(world, inner / args.inner)
     comm.check_device_errors()
     report(comm.rank, res, args.json)
+    for ch in channels.values():
+        ch.close()
     comm.close()
 
 

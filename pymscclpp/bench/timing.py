@@ -1,9 +1,22 @@
-"""Timing on the GPU with torch events: CUDA-graph replays or eager calls, median over repetitions."""
+"""Timing, median over repetitions: on the GPU with torch events (CUDA-graph replays or eager calls); on the
+simulator by the host clock (its kernels finish before their launch returns)."""
 
 from __future__ import annotations
 
 import statistics
+import time
 from typing import Callable
+
+
+def time_host(fn: Callable[[], None], reps: int, barrier: Callable[[], None]) -> float:
+    """Median microseconds of ``fn()`` by the host clock over ``reps`` runs, ranks started together each time."""
+    samples = []
+    for _ in range(reps):
+        barrier()
+        start = time.perf_counter()
+        fn()
+        samples.append((time.perf_counter() - start) * 1e6)
+    return statistics.median(samples)
 
 
 def time_eager(fn: Callable[[], None], iters: int, reps: int, barrier: Callable[[], None]) -> float:

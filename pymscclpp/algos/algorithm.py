@@ -16,17 +16,21 @@ ANY, IN_PLACE, OUT_OF_PLACE = "any", "in_place", "out_of_place"
 
 @dataclass(frozen=True)
 class Constraint:
-    """Where an algorithm can run; 0 means any. ``hosts``: how many hosts the ranks span (1: all on one host)."""
+    """Where an algorithm can run; 0 means any. ``hosts``: how many hosts the ranks span (1: all on one host);
+    ``max_ranks``: the most ranks it serves."""
 
     world_size: int = 0
     ranks_per_host: int = 0
     hosts: int = 0
+    max_ranks: int = 0
 
     def why_not(self, comm) -> str | None:
         """Why ``comm``'s ranks break the constraint, or None when they meet it."""
         hosts = len(set(comm.host_ids))
         if self.world_size and comm.size != self.world_size:
             return f"needs {self.world_size} ranks, the communicator has {comm.size}"
+        if self.max_ranks and comm.size > self.max_ranks:
+            return f"serves at most {self.max_ranks} ranks, the communicator has {comm.size}"
         if self.hosts and hosts != self.hosts:
             return f"needs ranks on {self.hosts} host(s), the communicator spans {hosts}"
         if self.ranks_per_host and len(comm.local_peers) != self.ranks_per_host:

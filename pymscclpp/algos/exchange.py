@@ -19,7 +19,8 @@ from ..runtime.fingerprint import pack
 from ..runtime.launch import Launch
 from ..runtime.memory import PeerMemory, alloc
 from .algorithm import Algorithm, Call, Constraint
-from .exchange_kernels import AREA_SLOT, IS_READ, READS, ROW, ZC_PEERS, peer_exchange_simple, peer_read_simple
+from .exchange_kernels import (AREA_SLOT, IS_READ, MAX_RANKS, READS, ROW, ZC_PEERS, peer_exchange_simple,
+                               peer_read_simple)
 from .grid import blocks_for
 from .windows import MAX_SERIAL, PreparedLaunches, Windows
 
@@ -200,7 +201,7 @@ class Exchange(Algorithm):
     the built-in reductions do, avg included."""
 
     name = "exchange"
-    constraint = Constraint(hosts=1)
+    constraint = Constraint(hosts=1, max_ranks=MAX_RANKS)
     ops = frozenset(red.OPS)
 
     def __init__(self, collective: str):

@@ -43,11 +43,21 @@ from .protocols import SIMPLE_LIMITS
 from .shares import end_to_end_share, part_of, round_share
 
 ROW = 9  # table entries per rank
+MAX_RANKS = 64  # ranks a call's table may hold: it is copied into shared memory (``fill_table``)
 SEND_OFF, SEND_N, RECV_OFF, RECV_N, SEND_FP, RECV_FP, SEND_ZC, READ_ZC, PEER_OFF = range(ROW)
 AREA_SLOT = 3 * prim.LL16_BYTES  # a pair area slot: the sender's send and receive descriptors, then its codes
 ZC_PEERS = 32  # peers a call may read zero-copy from (or be read by): peer indices beyond stage
 READS, IS_READ = 1, 2  # a pair's mode bits (``seen``): we read the peer's bytes zero-copy; the peer reads ours
 READS_ONLY, STAGED = 0, 1  # ``peer_exchange``'s kernels: every pair zero-copy, or rings for the pairs that stage
+
+
+@cuda.jit(device=True)
+def fill_table(sh, table):
+    """The call's table (kernel arguments) into shared memory, once per block: read at a runtime index, a tuple of
+    arguments compiles to a branch tree at every read (the kernel at 8 ranks was 870 KB of code; 400 KB without)."""
+    for i in range(cuda.threadIdx.x, len(table), cuda.blockDim.x):
+        sh[i] = table[i]
+    cuda.syncthreads()
 
 
 @cuda.jit(device=True)
@@ -76,6 +86,7 @@ def pairs_agree(chans, areas, area, table, seqs, seen, rank, nranks, reads_only)
         mode = 0
         p = peer_rank(tid, rank)
         if checked(table, p):
+            ch = chans[tid]
             k = cuda.blockIdx.x * nranks + p
             seq = prim.next_flag(seqs[k])  # never 0, its parity alternating
             f = np.uint32(seq)
@@ -89,16 +100,16 @@ def pairs_agree(chans, areas, area, table, seqs, seen, rank, nranks, reads_only)
                 store_v4_volatile(areas[tid], off + 2 * prim.LL16_BYTES, np.uint32(send_zc), f, np.uint32(read_zc), f)
             at = ((seq % 2) * nranks + p) * AREA_SLOT
             a, c, a2, c2, their_send_zc, their_read_zc, got = prim.read_three_packets_ll16_from(
-                area, at, seq, chans[tid], p, OP_PAIR_WAIT)
+                area, at, seq, ch, p, OP_PAIR_WAIT)
             their_send = (np.int64(c) << np.int64(32)) | np.int64(a)
             their_recv = (np.int64(c2) << np.int64(32)) | np.int64(a2)
             if not got:
                 bad = 1
             elif their_send != mine_recv:
-                record_mismatch(chans[tid].err, OP_PAIR_RECV, rank, p, seq, mine_recv, their_send)
+                record_mismatch(ch.err, OP_PAIR_RECV, rank, p, seq, mine_recv, their_send)
                 bad = 1
             elif their_recv != mine_send:
-                record_mismatch(chans[tid].err, OP_PAIR_SEND, rank, p, seq, mine_send, their_recv)
+                record_mismatch(ch.err, OP_PAIR_SEND, rank, p, seq, mine_send, their_recv)
                 bad = 1
             elif tid < ZC_PEERS:
                 if read_zc != 0 and their_send_zc == read_zc:
@@ -107,7 +118,7 @@ def pairs_agree(chans, areas, area, table, seqs, seen, rank, nranks, reads_only)
                     mode |= IS_READ
             if reads_only and bad == 0 and ((table[ROW * p + RECV_N] > 0 and mode & READS == 0) or
                                             (table[ROW * p + SEND_N] > 0 and mode & IS_READ == 0)):
-                record_mismatch(chans[tid].err, OP_PAIR_RECV, rank, p, seq, mine_recv, their_send)
+                record_mismatch(ch.err, OP_PAIR_RECV, rank, p, seq, mine_recv, their_send)
                 bad = 1
         if tid < ZC_PEERS:
             modes[tid] = mode
@@ -387,6 +398,9 @@ def peer_exchange(chans, areas, area, table, ins, inp, out, scratch, seqs, seen,
     ``staged`` (a compile-time constant of the entry kernel) 0: every pair reads zero-copy, and the kernel has
     no rings (nor their registers)."""
     tid, nt = cuda.threadIdx.x, cuda.blockDim.x
+    sh = cuda.shared.array(ROW * MAX_RANKS, np.int64)
+    fill_table(sh, table)
+    table = sh
     agreed, zc = pairs_agree(chans, areas, area, table, seqs, seen, rank, nranks, staged == 0)
     if not agreed:
         return

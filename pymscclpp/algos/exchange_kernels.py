@@ -44,6 +44,7 @@ from .shares import end_to_end_share, part_of, round_share
 
 ROW = 9  # table entries per rank
 MAX_RANKS = 64  # ranks a call's table may hold: it is copied into shared memory (``fill_table``)
+TABLE_WORDS = ROW * MAX_RANKS  # (a shared array's size must be one constant)
 SEND_OFF, SEND_N, RECV_OFF, RECV_N, SEND_FP, RECV_FP, SEND_ZC, READ_ZC, PEER_OFF = range(ROW)
 AREA_SLOT = 3 * prim.LL16_BYTES  # a pair area slot: the sender's send and receive descriptors, then its codes
 ZC_PEERS = 32  # peers a call may read zero-copy from (or be read by): peer indices beyond stage
@@ -398,7 +399,7 @@ def peer_exchange(chans, areas, area, table, ins, inp, out, scratch, seqs, seen,
     ``staged`` (a compile-time constant of the entry kernel) 0: every pair reads zero-copy, and the kernel has
     no rings (nor their registers)."""
     tid, nt = cuda.threadIdx.x, cuda.blockDim.x
-    sh = cuda.shared.array(ROW * MAX_RANKS, np.int64)
+    sh = cuda.shared.array(TABLE_WORDS, np.int64)
     fill_table(sh, table)
     table = sh
     agreed, zc = pairs_agree(chans, areas, area, table, seqs, seen, rank, nranks, staged == 0)

@@ -38,6 +38,7 @@ from ..channels.device_errors import (OP_PAIR_RECV, OP_PAIR_SEND, OP_PAIR_WAIT, 
                                       OP_SEND_CREDIT, record_mismatch)
 from ..channels.peers import peer_index, peer_rank
 from ..channels.ptx import store_v4_volatile
+from .arg_tables import store_tuple
 from .blocks import copy_unless_same
 from .protocols import SIMPLE_LIMITS
 from .shares import end_to_end_share, part_of, round_share
@@ -54,10 +55,10 @@ READS_ONLY, STAGED = 0, 1  # ``peer_exchange``'s kernels: every pair zero-copy, 
 
 @cuda.jit(device=True)
 def fill_table(sh, table):
-    """The call's table (kernel arguments) into shared memory, once per block: read at a runtime index, a tuple of
-    arguments compiles to a branch tree at every read (the kernel at 8 ranks was 870 KB of code; 400 KB without)."""
-    for i in range(cuda.threadIdx.x, len(table), cuda.blockDim.x):
-        sh[i] = table[i]
+    """The call's table (kernel arguments) into shared memory, once per block (``arg_tables``: read by peer, the
+    tuple made the kernel 870 KB of code at 8 ranks)."""
+    if cuda.threadIdx.x == 0:
+        store_tuple(sh, table)
     cuda.syncthreads()
 
 
@@ -221,12 +222,13 @@ def stripe_round(chans, j, table, inp, out, scratch, chunk, slots, rank, p, k, s
     our ring in its scratch once it freed that slot (credit of round k - slots on semaphore 2 stripe + 1), then a
     signal on 2 stripe; receiving: out of its ring in our scratch after that signal, then the credit. False when
     the wait failed."""
+    ch = chans[j]
     ring = k % slots * chunk  # the round's slot in a ring
     if receiving:
         wait_idx, signal_idx, what, n = 2 * stripe, 2 * stripe + 1, OP_RECV_DATA, table[ROW * p + RECV_N]
     else:
         wait_idx, signal_idx, what, n = 2 * stripe + 1, 2 * stripe, OP_SEND_CREDIT, table[ROW * p + SEND_N]
-    if (receiving or k >= slots) and waited(chans[j], wait_idx, what):
+    if (receiving or k >= slots) and waited(ch, wait_idx, what):
         return False
     lo, cnt = slice_of(n, chunk, k, stripe, nstripes)
     if cnt > 0:
@@ -234,10 +236,10 @@ def stripe_round(chans, j, table, inp, out, scratch, chunk, slots, rank, p, k, s
             dst, dst_off = out, table[ROW * p + RECV_OFF] + k * chunk
             src, src_off = scratch, p * slots * chunk + ring
         else:
-            dst, dst_off = chans[j].dst, rank * slots * chunk + ring
+            dst, dst_off = ch.dst, rank * slots * chunk + ring
             src, src_off = inp, table[ROW * p + SEND_OFF] + k * chunk
         prim.copy_bytes(dst, dst_off + lo, src, src_off + lo, cnt, tid, nt)
-    _signal(chans[j], signal_idx)
+    _signal(ch, signal_idx)
     return True
 
 

@@ -3,8 +3,9 @@
 sends it (reduce). One launch, whatever the number of peers and bytes, so a group's sends and receives never
 wait on a launch queued behind them.
 
-``table`` holds nine int64 per rank p: (send offset, send bytes, receive offset, receive bytes, send descriptor,
-receive descriptor, send code, read code, peer offset); descriptors are ``runtime.fingerprint`` packs of what this
+``table`` (kernel arguments, copied into shared memory once per block: ``fill_table``) holds nine int64 per rank
+p: (send offset, send bytes, receive offset, receive bytes, send descriptor, receive descriptor, send code, read
+code, peer offset); descriptors are ``runtime.fingerprint`` packs of what this
 rank sends p and receives from p, 0 with the check off. Before any data moves between two ranks they trade
 descriptors (LL16 packets in a per-pair area, flagged with a per-pair sequence number), and a disagreement is
 recorded on both (pair check). They trade their codes too (``zero_copy_code``): the send code names the mapped

@@ -47,6 +47,11 @@ def test_the_check_kernel_sends_one_fingerprint_packet_and_its_waits_are_bounded
     assert ptx_counts["copy_if_agreed", "ld.global.v4.u32"] > 0 and ptx_counts["copy_if_agreed", "st.global.v4.u32"] > 0
 
 
+def test_the_exchange_kernels_code_grows_little_with_the_rank_count(ptx_counts):
+    # a table read at a runtime index compiled to a branch tree at every read: 2.9x the code at 8 ranks as at 2
+    assert ptx_counts["peer_read_simple_8ranks", "lines"] < 1.8 * ptx_counts["peer_read_simple_2ranks", "lines"]
+
+
 def test_ll16_and_ll8_packets_are_single_volatile_stores(ptx_counts):
     assert ptx_counts["packets", "st.volatile.global.v4.u32"] == 1
     assert ptx_counts["packets", "st.volatile.global.v2.u32"] == 1

@@ -39,6 +39,9 @@ KERNELS = {
     # the one-shot kernels as a communicator of 4 ranks declares them: one entry kernel per protocol
     "reduce_ll_2ranks": entry_kernels(2)["reduce_ll"],
     **entry_kernels(4),
+    # the exchange kernel reads its per-peer table at runtime indices: its code must not grow with the table
+    "peer_read_simple_2ranks": entry_kernels(2)["peer_read_simple"],
+    "peer_read_simple_8ranks": entry_kernels(8)["peer_read_simple"],
     # the call check of kernels that are not one-shot ones: alone, and the copies gated on its verdict
     "check_kernel": (cck.check_kernel, (cck.handle_type(3), i64, i64, i64, i64)),
     "copy_if_agreed": (cck.copy_if_agreed, (U32, U8, U8)),
@@ -56,3 +59,4 @@ for name, (kernel, sig) in KERNELS.items():
     ptx, _ = cuda.compile_ptx(kernel.py_func, sig, cc=(9, 0))
     for pat in PATTERNS:
         print(name, pat, ptx.count(pat))
+    print(name, "lines", ptx.count("\n"))

@@ -1,9 +1,11 @@
-"""Registers per thread of the GPU kernels, with no GPU: each kernel to sm_90 PTX (numba-cuda), then ``ptxas -v``.
+"""Registers per thread and machine code of the GPU kernels, with no GPU: each kernel to sm_90 PTX (numba-cuda),
+then ``ptxas -v``.
 
-``python bench/registers.py [--executor] [--ptxas PATH]`` prints ``<kernel> <registers> <spill stores>`` per kernel:
-the built-in entry kernels (``algos/entries.py``, 4 ranks, and reduce_ll for 2), the PortChannel kernels of the
-tests, and with ``--executor`` the generated executor kernels of ``tests/executor/compile_kernels.py``. Run it before
-and after a change to device code (waits, primitives) to see what it costs in registers.
+``python bench/registers.py [--ranks 4] [--executor] [--ptxas PATH]`` prints ``<kernel> <registers> <spill stores>
+<code bytes>`` per kernel: the built-in entry kernels (``algos/entries.py``, for ``--ranks`` ranks, and reduce_ll
+for 2), the PortChannel kernels of the tests, and with ``--executor`` the generated executor kernels of
+``tests/executor/compile_kernels.py``. Run it before and after a change to device code (waits, primitives) to see
+what it costs in registers and code (code that grows with the rank count is time: docs/performance.md).
 """
 
 from __future__ import annotations
@@ -11,6 +13,7 @@ from __future__ import annotations
 import argparse
 import os
 import re
+import struct
 import subprocess
 import sys
 import tempfile
@@ -35,22 +38,36 @@ _USED = re.compile(r"Used (\d+) registers")
 _SPILL = re.compile(r"(\d+) bytes spill stores")
 
 
-def registers(ptx: str, ptxas: str) -> tuple[int, int]:
-    """(registers, spill-store bytes) of the one entry in ``ptx`` (its PTX ISA version lowered to ptxas's 9.0)."""
+def code_bytes(cubin: bytes) -> int:
+    """Bytes of machine code in an ELF64 cubin: the sizes of its ``.text.*`` sections."""
+    shoff, = struct.unpack_from("<Q", cubin, 0x28)
+    shentsize, shnum, shstrndx = struct.unpack_from("<HHH", cubin, 0x3A)
+    headers = [struct.unpack_from("<IIQQQQ", cubin, shoff + i * shentsize) for i in range(shnum)]  # name .. size
+    names = headers[shstrndx][4]
+    return sum(h[5] for h in headers if cubin[names + h[0]:cubin.index(b"\0", names + h[0])].startswith(b".text."))
+
+
+def registers(ptx: str, ptxas: str) -> tuple[int, int, int]:
+    """(registers, spill-store bytes, code bytes) of the one entry in ``ptx`` (its PTX ISA version lowered to
+    ptxas's 9.0)."""
     ptx = re.sub(r"^\.version \d+\.\d+", ".version 9.0", ptx, count=1, flags=re.M)
     with tempfile.NamedTemporaryFile("w", suffix=".ptx", delete=False) as f:
         f.write(ptx)
+    cubin = f.name + ".cubin"
     try:
-        out = subprocess.run([ptxas, "-arch=sm_90", "-v", f.name, "-o", os.devnull], capture_output=True,
+        out = subprocess.run([ptxas, "-arch=sm_90", "-v", f.name, "-o", cubin], capture_output=True,
                              text=True, check=True).stderr
+        code = code_bytes(Path(cubin).read_bytes())
     finally:
         os.unlink(f.name)
-    return int(_USED.findall(out)[-1]), sum(int(s) for s in _SPILL.findall(out))
+        if os.path.exists(cubin):
+            os.unlink(cubin)
+    return int(_USED.findall(out)[-1]), sum(int(s) for s in _SPILL.findall(out)), code
 
 
-def kernels(executor: bool):
-    """(name, kernel, signature) of every kernel measured."""
-    entries = {"reduce_ll_2ranks": entry_kernels(2)["reduce_ll"], **entry_kernels(4)}
+def kernels(executor: bool, nranks: int = 4):
+    """(name, kernel, signature) of every kernel measured (the entry kernels for ``nranks`` ranks)."""
+    entries = {"reduce_ll_2ranks": entry_kernels(2)["reduce_ll"], **entry_kernels(nranks)}
     for name, (kernel, sig) in entries.items():
         yield name, kernel.py_func, sig
     import compile_port
@@ -84,13 +101,14 @@ def _executor_kernels():
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--ranks", type=int, default=4, help="the rank count the entry kernels are built for")
     parser.add_argument("--executor", action="store_true", help="also the generated executor kernels")
     parser.add_argument("--ptxas", default="/usr/local/cuda/bin/ptxas")
     args = parser.parse_args(argv)
-    for name, func, sig in kernels(args.executor):
+    for name, func, sig in kernels(args.executor, args.ranks):
         ptx, _ = cuda.compile_ptx(func, sig, cc=(9, 0))
-        regs, spills = registers(ptx, args.ptxas)
-        print(f"{name} {regs} {spills}", flush=True)
+        regs, spills, code = registers(ptx, args.ptxas)
+        print(f"{name} {regs} {spills} {code}", flush=True)
     return 0
 
 

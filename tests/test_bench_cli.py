@@ -102,7 +102,7 @@ def test_host_benchmark_reports_every_collective_against_a_reference_op(tmp_path
 def test_sync_benchmark_times_a_launch_a_meeting_and_a_small_all_reduce_at_three_ranks(tmp_path):
     res = run_microbenchmark(tmp_path, 3, "sync")
     assert res["ranks"] == 3
-    for key in ("empty_us", "meet_us", "all_reduce_1KB_us", "meet_inside_kernel_us"):
+    for key in ("empty_us", "empty_with_channels_us", "meet_us", "all_reduce_1KB_us", "meet_inside_kernel_us"):
         assert res[key] > 0, key
 
 

@@ -2,8 +2,10 @@
 
 ``mpirun -np N python -m pymscclpp.bench --op sync [--iters 20 --reps 25 --inner 1000 --json FILE]`` times, in one
 run, each as a CUDA graph of ``iters`` launches (median of ``reps`` replays, the slowest rank): an empty kernel
-(the launch alone), a kernel that meets every peer once (thread j signals peer j, then waits for peer j's signal),
-a 1 KB bf16 all_reduce, and ``inner`` meetings inside one kernel (the meeting alone, no launch between). On the
+(the launch alone), the same with every peer's channel handle as arguments (what passing them costs: their arrays
+travel as kernel parameters, kilobytes at 8 ranks), a kernel that meets every peer once (thread j signals peer j,
+then waits for peer j's signal), a 1 KB bf16 all_reduce, and ``inner`` meetings inside one kernel (the meeting
+alone, no launch between). On the
 simulator the same kernels run eager, host-timed, at small counts: only that they finish means anything there.
 """
 
@@ -27,6 +29,13 @@ from pymscclpp.runtime.memory import alloc
 @cuda.jit(cache=True)
 def empty_kernel(word):
     """Nothing but a launch (one thread stores one word, so the launch is not optimised away)."""
+    if cuda.threadIdx.x == 0:
+        word[0] = 1
+
+
+@cuda.jit(cache=True)
+def empty_with_channels_kernel(chans, word):
+    """``empty_kernel`` launched with the meeting's channel handles as arguments, which it does not read."""
     if cuda.threadIdx.x == 0:
         word[0] = 1
 
@@ -74,8 +83,9 @@ def main(argv=None) -> None:
     res: dict = {"ranks": comm.size, "iters": args.iters, "reps": args.reps, "inner": args.inner}
     if IS_SIM:
         x = cuda.to_device(np.ones(256, np.float32))
-        cases = {"empty": lambda: empty_kernel[1, 32](word), "meet": lambda: meet_kernel[1, threads](chans, 1),
-                 "all_reduce_1KB": lambda: comm.all_reduce(x)}
+        cases = {"empty": lambda: empty_kernel[1, 32](word),
+                 "empty_with_channels": lambda: empty_with_channels_kernel[1, 32](chans, word),
+                 "meet": lambda: meet_kernel[1, threads](chans, 1), "all_reduce_1KB": lambda: comm.all_reduce(x)}
         for name, fn in cases.items():
             fn()
             res[f"{name}_us"] = slowest(world, time_host(fn, args.reps, world.Barrier))
@@ -87,8 +97,9 @@ def main(argv=None) -> None:
         def on_torch_stream(kernel, *a):
             return lambda: kernel[1, threads, cuda.external_stream(torch.cuda.current_stream().cuda_stream)](*a)
 
-        cases = {"empty": on_torch_stream(empty_kernel, word), "meet": on_torch_stream(meet_kernel, chans, 1),
-                 "all_reduce_1KB": lambda: comm.all_reduce(x)}
+        cases = {"empty": on_torch_stream(empty_kernel, word),
+                 "empty_with_channels": on_torch_stream(empty_with_channels_kernel, chans, word),
+                 "meet": on_torch_stream(meet_kernel, chans, 1), "all_reduce_1KB": lambda: comm.all_reduce(x)}
         for name, fn in cases.items():
             for _ in range(3):
                 fn()

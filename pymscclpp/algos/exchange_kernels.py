@@ -5,8 +5,8 @@ wait on a launch queued behind them.
 
 ``table`` (kernel arguments, copied into shared memory once per block: ``fill_table``) holds nine int64 per rank
 p: (send offset, send bytes, receive offset, receive bytes, send descriptor, receive descriptor, send code, read
-code, peer offset); descriptors are ``runtime.fingerprint`` packs of what this
-rank sends p and receives from p, 0 with the check off. Before any data moves between two ranks they trade
+code, peer offset); descriptors are ``runtime.fingerprint`` packs of what this rank sends p and receives from p,
+0 with the check off. Before any data moves between two ranks they trade
 descriptors (LL16 packets in a per-pair area, flagged with a per-pair sequence number), and a disagreement is
 recorded on both (pair check). They trade their codes too (``zero_copy_code``): the send code names the mapped
 buffer our bytes for p start (0: none), the read code the mapping ``ins`` our kernel reads peers' buffers

@@ -5,8 +5,8 @@ run, each as a CUDA graph of ``iters`` launches (median of ``reps`` replays, the
 (the launch alone), the same with every peer's channel handle as arguments (what passing them costs: their arrays
 travel as kernel parameters, kilobytes at 8 ranks), a kernel that meets every peer once (thread j signals peer j,
 then waits for peer j's signal), a 1 KB bf16 all_reduce, and ``inner`` meetings inside one kernel (the meeting
-alone, no launch between). On the
-simulator the same kernels run eager, host-timed, at small counts: only that they finish means anything there.
+alone, no launch between). On the simulator the same kernels run eager, host-timed, at small counts: only that
+they finish means anything there.
 """
 
 from __future__ import annotations

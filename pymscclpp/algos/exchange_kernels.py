@@ -330,7 +330,8 @@ def reduce_at_root(chans, table, inp, out, scratch, chunk, slots, rank, nranks, 
 
 @cuda.jit(device=True)
 def copy_own(table, inp, out, rank, tid, nt):
-    """Our own send range into our own receive range (a send to ourselves; skipped in place)."""
+    """Our own send range into our own receive range (a send to ourselves; skipped in place): the cross-host
+    exchange's (here ``read_peers`` copies it with the zero-copy receives)."""
     own = table[ROW * rank + SEND_N]
     if own > 0:
         lo, cnt = round_share(own, own, 0)
@@ -340,18 +341,24 @@ def copy_own(table, inp, out, rank, tid, nt):
 
 
 @cuda.jit(device=True)
-def read_peers(chans, table, zc, ins, out, rank, nranks, tid, nt):
-    """The zero-copy receives: every block copies its share of what the peers we read send us, laid end to end
-    from the peer after us on (so the ranks' blocks read different peers at once), straight from their buffers
-    (``ins[j]``, from each one's peer offset), then signals each of them on semaphore 2 b + 1 (the credit of a
-    stripe that pair does not run)."""
-    total = 0
+def read_peers(chans, table, zc, ins, inp, out, rank, nranks, tid, nt):
+    """Our own range (a send to ourselves, skipped in place) and the zero-copy receives, in one pass: every block
+    copies its share of them laid end to end, ours first, then what the peers we read send us from the peer after
+    us on (so the ranks' blocks read different peers at once), straight from their buffers (``ins[j]``, from each
+    one's peer offset); then it signals each of those peers on semaphore 2 b + 1 (the credit of a stripe that
+    pair does not run)."""
+    own = table[ROW * rank + SEND_N]
+    total = own
     for j in range(min(nranks - 1, ZC_PEERS)):
         if zero_copy(zc, j, 1):
             total += table[ROW * peer_rank(j, rank) + RECV_N]
     if total > 0:
         lo, cnt = end_to_end_share(total)
-        start = 0
+        at, m = part_of(lo, cnt, 0, own)
+        if m > 0:
+            copy_unless_same(out, table[ROW * rank + RECV_OFF] + at, inp, table[ROW * rank + SEND_OFF] + at, m,
+                             tid, nt)
+        start = own
         for i in range(1, nranks):
             p = (rank + i) % nranks
             j = peer_index(p, rank)
@@ -396,8 +403,8 @@ def staged_rounds(chans, table, zc, inp, out, scratch, chunk, slots, stripes, st
 @cuda.jit(device=True)
 def peer_exchange(chans, areas, area, table, ins, inp, out, scratch, seqs, seen, chunk, slots, stripes, stripe_bytes,
                   rank, nranks, root, kind, op, staged):
-    """One call: the pair check, our own range copied (unless in place), the zero-copy receives, the wait for the
-    peers that read us (each reads right after its pair check, so this waits on nothing staged), then the rounds
+    """One call: the pair check, our own range and the zero-copy receives in one pass (``read_peers``), the wait for
+    the peers that read us (each reads right after its pair check, so this waits on nothing staged), then the rounds
     of the block's staged stripes; ``root`` >= 0: a reduce into ``root``, reduced with ``kind`` and ``op``.
     ``staged`` (a compile-time constant of the entry kernel) 0: every pair reads zero-copy, and the kernel has
     no rings (nor their registers)."""
@@ -409,8 +416,7 @@ def peer_exchange(chans, areas, area, table, ins, inp, out, scratch, seqs, seen,
     if not agreed:
         return
     if staged == 0:
-        copy_own(table, inp, out, rank, tid, nt)
-        read_peers(chans, table, zc, ins, out, rank, nranks, tid, nt)
+        read_peers(chans, table, zc, ins, inp, out, rank, nranks, tid, nt)
         wait_readers(chans, zc, nranks, tid)
         return
     if root == rank:
@@ -419,8 +425,7 @@ def peer_exchange(chans, areas, area, table, ins, inp, out, scratch, seqs, seen,
     if root >= 0:
         send_to_root(chans, table, inp, chunk, slots, rank, root, tid, nt)
         return
-    copy_own(table, inp, out, rank, tid, nt)
-    read_peers(chans, table, zc, ins, out, rank, nranks, tid, nt)
+    read_peers(chans, table, zc, ins, inp, out, rank, nranks, tid, nt)
     wait_readers(chans, zc, nranks, tid)  # first: the rounds then spill far less (ptxas, 128 registers)
     staged_rounds(chans, table, zc, inp, out, scratch, chunk, slots, stripes, stripe_bytes, rank, nranks, tid, nt)
 

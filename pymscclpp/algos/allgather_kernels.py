@@ -12,7 +12,7 @@ from numba import cuda
 from ..channels import primitives as prim
 from ..channels.peers import peer_index, peer_rank
 from .blocks import (agree_and_meet, agreed_before_receiving, begin_and_send, copy_unless_same, end_round, open_call,
-                     receive, signal_and_wait_all, sync_round)
+                     meet_all, receive, sync_round)
 from .protocols import PACKET, SIMPLE_LIMITS, SIMPLE, rounds, scale
 from .shares import end_to_end_share, part_of
 
@@ -82,7 +82,7 @@ def exchange_zero_copy(chans, call_check, fingerprint, mapped, inp, out, nbytes,
             else:
                 prim.copy_bytes(out, p * nbytes + at, mapped[peer_index(p, rank)].dst, rank * send_stride + at, n,
                                 tid, nt)
-    signal_and_wait_all(chans, nranks)
+    meet_all(chans, nranks, push)  # pulls wrote no peer's memory
 
 
 @cuda.jit(cache=True, **SIMPLE_LIMITS)

@@ -180,11 +180,15 @@ def waited(ch, idx, op):
 
 
 @cuda.jit(device=True)
-def _signal(ch, idx):
-    """Once every thread of the block is done with the round's bytes, thread 0 signals ``idx`` on ``ch``."""
+def _signal(ch, idx, release):
+    """Once every thread of the block is done with the round's bytes, thread 0 signals ``idx`` on ``ch``:
+    ``release`` after writing into the peer's memory, relaxed (a credit: ordering no writes) after reading."""
     cuda.syncthreads()
     if cuda.threadIdx.x == 0:
-        mc.signal(ch, idx)
+        if release:
+            mc.signal(ch, idx)
+        else:
+            mc.relaxed_signal(ch, idx)
 
 
 @cuda.jit(device=True)
@@ -240,7 +244,7 @@ def stripe_round(chans, j, table, inp, out, scratch, chunk, slots, rank, p, k, s
             dst, dst_off = ch.dst, rank * slots * chunk + ring
             src, src_off = inp, table[ROW * p + SEND_OFF] + k * chunk
         prim.copy_bytes(dst, dst_off + lo, src, src_off + lo, cnt, tid, nt)
-    _signal(ch, signal_idx)
+    _signal(ch, signal_idx, not receiving)
     return True
 
 
@@ -297,7 +301,7 @@ def send_to_root(chans, table, inp, chunk, slots, rank, root, tid, nt):
         if cnt > 0:
             prim.copy_bytes(ch.dst, (rank * slots + k % slots) * chunk + lo, inp,
                             table[ROW * root + SEND_OFF] + k * chunk + lo, cnt, tid, nt)
-        _signal(ch, 2 * b)
+        _signal(ch, 2 * b, True)
     for _ in range(min(slots, sent)):
         if waited(ch, 2 * b + 1, OP_SEND_CREDIT):
             return False
@@ -324,7 +328,7 @@ def reduce_at_root(chans, table, inp, out, scratch, chunk, slots, rank, nranks, 
                              scratch, (k % slots) * chunk + lo, slots * chunk, nranks, cnt, tid, nt, kind, op, chans)
         cuda.syncthreads()
         if tid < nranks - 1:
-            mc.signal(chans[tid], 2 * b + 1)
+            mc.relaxed_signal(chans[tid], 2 * b + 1)  # a credit: the root wrote nothing of the peer's
     return True
 
 
@@ -371,7 +375,7 @@ def read_peers(chans, table, zc, ins, inp, out, rank, nranks, tid, nt):
                 start += n
     cuda.syncthreads()
     if tid < nranks - 1 and zero_copy(zc, tid, 1):
-        mc.signal(chans[tid], 2 * cuda.blockIdx.x + 1)
+        mc.relaxed_signal(chans[tid], 2 * cuda.blockIdx.x + 1)  # a credit: we wrote nothing of the peer's
 
 
 @cuda.jit(device=True)

@@ -19,7 +19,7 @@ from ..channels import primitives as prim
 from ..channels import reduce as red
 from ..callcheck.device import begin_call, calls_agree
 from ..channels.peers import peer_after, peer_rank
-from .blocks import agree_and_meet, copy_unless_same, end_round, signal_and_wait_all
+from .blocks import agree_and_meet, copy_unless_same, end_round, meet_all, reads_done_and_wait_all, signal_and_wait_all
 from .protocols import SIMPLE_LIMITS
 
 
@@ -198,7 +198,7 @@ def reduce_scatter_zero_copy(chans, call_check, fingerprint, ins, inp, out, nbyt
     if n > 0:
         own = rank * nbytes + at
         red.reduce_peers(out, at, out, at, inp, own, rank, ins, own, nranks, n, tid, nt, kind, op)
-    signal_and_wait_all(chans, nranks)
+    reads_done_and_wait_all(chans, nranks)
 
 
 @cuda.jit(cache=True, **SIMPLE_LIMITS)
@@ -289,7 +289,7 @@ def broadcast_zero_copy(chans, call_check, fingerprint, srcs, inp, out, nbytes, 
                 at, _, n, _ = shard_slice(nbytes, nbytes, nranks, peer_rank(j, rank))
                 if n > 0:
                     prim.copy_bytes(out, at, srcs[j].dst, at, n, tid, nt)
-    signal_and_wait_all(chans, nranks)
+    meet_all(chans, nranks, nranks == 2 and rank == root)  # only the two-rank root wrote a peer's memory
 
 
 @cuda.jit(cache=True, **SIMPLE_LIMITS)

@@ -66,6 +66,8 @@ def test_kernels_that_only_read_peers_memory_signal_it_without_a_release(ptx_cou
                    "peer_read_simple", "peer_exchange_simple"):
         assert ptx_counts[kernel, "red.relaxed.sys"] > 0, kernel
     assert ptx_counts["peer_read_simple", "red.release.sys.global.add"] == 0  # it writes no peer's memory
+    assert ptx_counts["broadcast_ll", "red.release.sys.global.add"] == 0  # its one signal: a receiver's credit
+    assert ptx_counts["broadcast_ll", "red.relaxed.sys"] > 0
     # the kernels that write into peers' memory still release their writes
     for kernel in ("all_reduce_zero_copy_simple", "exchange_push_zero_copy_simple", "peer_exchange_simple"):
         assert ptx_counts[kernel, "red.release.sys.global.add"] > 0, kernel

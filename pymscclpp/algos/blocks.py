@@ -96,9 +96,9 @@ def agree_and_meet(chans, call_check, fingerprint, rank, nranks):
 @cuda.jit(device=True)
 def first_credits(proto, ch, nrounds):
     """A receiver's credits to its sender at the start of a launch (thread 0): packets, one for the launch;
-    simple, one per scratch half its first two rounds use."""
+    simple, one per scratch half its first two rounds use. Credits order no writes (relaxed)."""
     for _ in range(1 if proto == PACKET else min(nrounds, 2)):
-        mc.signal(ch, cuda.blockIdx.x)
+        mc.relaxed_signal(ch, cuda.blockIdx.x)
 
 
 @cuda.jit(device=True)
@@ -123,11 +123,11 @@ def await_round(proto, ch):
 @cuda.jit(device=True)
 def return_credit(proto, ch, rd, nrounds):
     """After a receiver read round ``rd``: simple hands its half back for round ``rd + 2``, if there is one;
-    a packet launch's credit went at its start."""
+    a packet launch's credit went at its start. It orders no writes: what the block wrote is its own output."""
     if proto == SIMPLE:
         cuda.syncthreads()
         if cuda.threadIdx.x == 0 and rd + 2 < nrounds:
-            mc.signal(ch, cuda.blockIdx.x)
+            mc.relaxed_signal(ch, cuda.blockIdx.x)
 
 
 @cuda.jit(device=True)

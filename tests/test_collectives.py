@@ -210,7 +210,11 @@ _ZERO_COPY_EXCHANGES = [("all_gather", 2, 301, "float32", False, "simple", False
                         ("all_gather", 3, 130, "float16", True, "push", False),
                         ("all_gather", 4, 77, "int32", False, "push", True),
                         ("all_to_all", 2, 213, "bfloat16", False, "push", False),
-                        ("all_to_all", 3, 41, "float16", False, "push", True)]
+                        ("all_to_all", 3, 41, "float16", False, "push", True),
+                        ("broadcast", 2, 517, "int32", False, "push", False),
+                        ("broadcast", 3, 1003, "float32", True, "push", False),
+                        ("broadcast", 4, 333, "float16", False, "push", True),
+                        ("broadcast", 4, 130, "bfloat16", True, "push", True)]
 
 
 @pytest.mark.parametrize("collective,size,count,dtype,inplace,algo,captured", _ZERO_COPY_EXCHANGES)

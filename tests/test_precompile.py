@@ -35,6 +35,7 @@ def _requested(comm, state) -> set:
     comm.all_to_all(buf, out_buf[:16], algo="push")
     comm.all_reduce(buf, out_buf[:16], algo="push")
     comm.reduce_scatter(buf, out_buf[:8], algo="push")
+    comm.broadcast(buf, root=0, algo="push")
     cuda.synchronize()
     out = set()
     for collective in CALLS:

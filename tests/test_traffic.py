@@ -41,7 +41,7 @@ def test_measured_channel_traffic_equals_the_stated_traffic(nranks, count, colle
 
 ZERO_COPY = [("all_reduce", "rsag"), ("all_gather", "simple"), ("all_gather", "read"), ("reduce_scatter", "read"),
              ("all_to_all", "simple"), ("broadcast", "simple"), ("broadcast", "scatter_gather"),
-             ("all_gather", "push"), ("all_to_all", "push")]
+             ("all_gather", "push"), ("all_to_all", "push"), ("broadcast", "push")]
 _ZERO_COPY_CASES = [(c, a, *shape) for c, a in ZERO_COPY for shape in [(2, 1001, 0), (4, 4 * 337, 2)]] + \
     [("all_reduce", "push", 2, 1001, 0), ("reduce_scatter", "push", 2, 1001, 0)]  # two ranks only
 

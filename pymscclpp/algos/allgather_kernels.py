@@ -82,7 +82,7 @@ def exchange_zero_copy(chans, call_check, fingerprint, mapped, inp, out, nbytes,
             else:
                 prim.copy_bytes(out, p * nbytes + at, mapped[peer_index(p, rank)].dst, rank * send_stride + at, n,
                                 tid, nt)
-    meet_all(chans, nranks, push)  # pulls wrote no peer's memory
+    meet_all(chans, nranks, push, -1)  # pulls wrote no peer's memory
 
 
 @cuda.jit(cache=True, **SIMPLE_LIMITS)

@@ -40,23 +40,23 @@ def copy_unless_same(dst, dst_off, src, src_off, nbytes, tid, nthreads):
 @cuda.jit(device=True)
 def signal_and_wait_all(chans, nranks):
     """After the block's puts: signal every peer on the block's semaphore, then wait for every peer's signal."""
-    meet_all(chans, nranks, True)
+    meet_all(chans, nranks, True, -1)
 
 
 @cuda.jit(device=True)
 def reads_done_and_wait_all(chans, nranks):
     """After a block that wrote nothing into peers' memory (it only read theirs): ``signal_and_wait_all`` with
     signals that order no writes (a credit, as a receiver's: no system-scope release to wait for)."""
-    meet_all(chans, nranks, False)
+    meet_all(chans, nranks, False, -1)
 
 
 @cuda.jit(device=True)
-def meet_all(chans, nranks, release):
-    """Signal every peer on the block's semaphore (``release``: our earlier writes visible to it first), then
-    wait for every peer's signal."""
+def meet_all(chans, nranks, release, skip):
+    """Signal every peer but ``chans[skip]`` (-1: none) on the block's semaphore (``release``: our earlier writes
+    visible to it first), then wait for each one's signal."""
     cuda.syncthreads()
     tid = cuda.threadIdx.x
-    if tid < nranks - 1:
+    if tid < nranks - 1 and tid != skip:
         if release:
             mc.signal(chans[tid], cuda.blockIdx.x)
         else:

@@ -1,16 +1,18 @@
 """Zero-copy algorithms by writes: each rank writes what peers need straight into their mapped receive buffers
-(``allgather_kernels`` pushing, ``pair_kernels``), where the other zero-copy kernels read peers' send buffers. A
-write over NVLink is posted while a read waits a round trip (on one GPU under MPS they measured no faster, so the
-defaults keep the pulls: docs/performance.md). Not registered or captured, each runs its staged parent's kernel.
+(``allgather_kernels`` pushing, ``pair_kernels``, ``twoshot_kernels.broadcast_push``), where the other zero-copy
+kernels read peers' send buffers. A write over NVLink is posted while a read waits a round trip (on one GPU under
+MPS they measured no faster, so the defaults keep the pulls: docs/performance.md). Not registered or captured, each
+runs its staged parent's kernel.
 """
 
 from __future__ import annotations
 
 from ..runtime.launch import Launch
-from . import allgather_kernels, pair_kernels
+from . import allgather_kernels, pair_kernels, twoshot_kernels
 from .algorithm import OUT_OF_PLACE, Call, CallBuffer, Constraint
 from .oneshot import AllGather
-from .twoshot import AllReduceTwoShot, ReduceScatterRead
+from .shard_traffic import call_shards
+from .twoshot import AllReduceTwoShot, BroadcastScatterGather, ReduceScatterRead
 from .zero_copy import kernel_argtypes
 
 
@@ -99,5 +101,24 @@ class AllReducePush(Pushing, AllReduceTwoShot):
         return kernel_argtypes(nranks, 1, 5)
 
 
+class BroadcastPush(BroadcastScatterGather):
+    """Broadcast by writes into the other ranks' mapped outputs (``twoshot_kernels.broadcast_push``), on the
+    windows of the pulling broadcast (the root's input, the others' outputs)."""
+
+    zero_copy_kernel = twoshot_kernels.broadcast_push_zero_copy_simple
+    pushes = True
+
+    def zero_copy_args(self, windows: tuple) -> dict:
+        """The pulling broadcast's arguments, its peer windows named for what this kernel does with them."""
+        return {("outs" if k == "srcs" else k): v for k, v in super().zero_copy_args(windows).items()}
+
+    def zero_copy_traffic(self, message_bytes: int, nranks: int, rank: int, root: int = 0) -> tuple[int, int]:
+        """The root sends piece i of n - 1 to the i-th rank after it, which sends it on to the n - 2 others."""
+        pieces = call_shards(message_bytes, nranks - 1)
+        if rank == root:
+            return sum(pieces), 0
+        return (nranks - 2) * pieces[(rank - root - 1) % nranks], sum(pieces)
+
+
 PUSH = {"all_gather": AllGatherPush, "all_to_all": AllToAllPush, "reduce_scatter": ReduceScatterPush,
-        "all_reduce": AllReducePush}
+        "all_reduce": AllReducePush, "broadcast": BroadcastPush}

@@ -18,9 +18,10 @@ from ..channels import memory_channel as mc
 from ..channels import primitives as prim
 from ..channels import reduce as red
 from ..callcheck.device import begin_call, calls_agree
-from ..channels.peers import peer_after, peer_rank
-from .blocks import agree_and_meet, copy_unless_same, end_round, meet_all, reads_done_and_wait_all, signal_and_wait_all
-from .protocols import SIMPLE_LIMITS
+from ..channels.peers import peer_after, peer_index, peer_rank
+from .blocks import (agree_and_meet, announce_round, await_round, copy_unless_same, end_round, meet_all,
+                     reads_done_and_wait_all, signal_and_wait_all)
+from .protocols import SIMPLE, SIMPLE_LIMITS
 
 
 @cuda.jit(device=True)
@@ -289,10 +290,47 @@ def broadcast_zero_copy(chans, call_check, fingerprint, srcs, inp, out, nbytes, 
                 at, _, n, _ = shard_slice(nbytes, nbytes, nranks, peer_rank(j, rank))
                 if n > 0:
                     prim.copy_bytes(out, at, srcs[j].dst, at, n, tid, nt)
-    meet_all(chans, nranks, nranks == 2 and rank == root)  # only the two-rank root wrote a peer's memory
+    meet_all(chans, nranks, nranks == 2 and rank == root, -1)  # only the two-rank root wrote a peer's memory
 
 
 @cuda.jit(cache=True, **SIMPLE_LIMITS)
 def broadcast_zero_copy_simple(chans, call_check, fingerprint, srcs, inp, out, nbytes, rank, nranks, root):
     """``broadcast_zero_copy`` (simple protocol)."""
     broadcast_zero_copy(chans, call_check, fingerprint, srcs, inp, out, nbytes, rank, nranks, root)
+
+
+@cuda.jit(device=True)
+def broadcast_push(chans, call_check, fingerprint, outs, inp, out, nbytes, rank, nranks, root):
+    """Broadcast by writes into the other ranks' mapped outputs (``outs``, as ``broadcast_zero_copy``'s
+    ``srcs``), in n - 1 pieces: the root writes piece i into the output of the i-th rank after it and signals it;
+    that rank, once signalled, writes its piece into every other non-root's output and signals them, and is done
+    when each of them has signalled it. The root sends N once (the pulls: about 2N), and a rank waits on one
+    peer, then on the non-roots: one meeting of every rank fewer than ``broadcast_zero_copy``."""
+    tid, nt = cuda.threadIdx.x, cuda.blockDim.x
+    if not agree_and_meet(chans, call_check, fingerprint, rank, nranks):
+        return
+    if rank == root:
+        at, _, n, _ = shard_slice(nbytes, nbytes, 1, 0)
+        if n > 0:
+            copy_unless_same(out, at, inp, at, n, tid, nt)
+        for i in range(nranks - 1):
+            at, _, n, _ = shard_slice(nbytes, nbytes, nranks - 1, i)
+            if n > 0:
+                prim.copy_bytes(outs[peer_after(i, rank, nranks)].dst, at, inp, at, n, tid, nt)
+        announce_round(SIMPLE, chans, nranks)  # nobody reads the root's memory: it is done
+        return
+    from_root = peer_index(root, rank)
+    await_round(SIMPLE, chans[from_root])
+    at, _, n, _ = shard_slice(nbytes, nbytes, nranks - 1, (rank - root - 1 + nranks) % nranks)
+    if n > 0:
+        for i in range(nranks - 1):
+            j = peer_after(i, rank, nranks)
+            if j != from_root:
+                prim.copy_bytes(outs[j].dst, at, out, at, n, tid, nt)
+    meet_all(chans, nranks, True, from_root)
+
+
+@cuda.jit(cache=True, **SIMPLE_LIMITS)
+def broadcast_push_zero_copy_simple(chans, call_check, fingerprint, outs, inp, out, nbytes, rank, nranks, root):
+    """``broadcast_push`` (simple protocol)."""
+    broadcast_push(chans, call_check, fingerprint, outs, inp, out, nbytes, rank, nranks, root)

@@ -79,3 +79,33 @@ def test_unknown_dtype_and_op_are_named_in_the_error():
         red.dtype_kind(np.float64)
     with pytest.raises(ValueError, match="mean"):
         red.op_code("mean")
+
+
+@cuda.jit
+def _slots_kernel(dst, own, own_slot, slots, stride, nslots, nbytes, kind, op, chans):
+    red.reduce_slots(dst, 0, own, 0, own_slot, slots, 0, stride, nslots, nbytes, cuda.threadIdx.x, cuda.blockDim.x,
+                     kind, op, chans)
+
+
+@pytest.mark.parametrize("nslots", range(1, red.GATHERED + 3))  # all loaded at once up to GATHERED, then a loop
+@pytest.mark.parametrize("kind,op", [("float32", "sum"), ("bfloat16", "sum"), ("int32", "max"), ("uint8", "prod")])
+def test_a_reduction_of_any_number_of_slots_folds_them_in_slot_order(nslots, kind, op):
+    from collections import namedtuple
+    rng = np.random.default_rng(nslots)
+    size = {"float32": 4, "bfloat16": 2, "int32": 4, "uint8": 1}[kind]
+    unused = (namedtuple("Handle", "dst")(cuda.to_device(np.zeros(16, np.uint8))),)  # no peer memory read here
+    for count in (7, 64, 301):  # with 4 threads: the four-vector loop, the one-vector loop, the element tail
+        nbytes = count * size
+        stride = nbytes + 16
+        srcs = [values(kind, count, rng) for _ in range(nslots)]
+        laid = np.zeros(stride * nslots, np.uint8)
+        for s in range(nslots):
+            laid[s * stride:s * stride + nbytes] = srcs[s]
+        own_slot = nslots // 2  # read from ``own``, the others from their slots
+        dst = cuda.to_device(np.full(nbytes, 0xAB, np.uint8))
+        _slots_kernel[1, 4](dst, cuda.to_device(srcs[own_slot]), own_slot, cuda.to_device(laid), stride, nslots,
+                            nbytes, red.dtype_kind(kind), red.op_code(op), unused)
+        want = srcs[0]
+        for s in range(1, nslots):
+            want = oracle(kind, op, want, srcs[s])
+        np.testing.assert_array_equal(dst.copy_to_host(), want)

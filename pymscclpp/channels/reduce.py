@@ -26,6 +26,7 @@ SUM, MIN, MAX, PROD, AVG = 0, 1, 2, 3, 4
 _U15 = np.uint64(15)
 _U3 = np.uint64(3)
 _ZERO64 = np.uint64(0)
+GATHERED = 8  # sources whose vectors ``reduce_sources`` loads all at once (``_gathered_vec``)
 _LO16 = np.uint32(0xFFFF)
 _HI16 = np.uint32(0xFFFF0000)
 
@@ -257,6 +258,46 @@ def _source(s, own_slot, own, own_off, slots, slots_off, stride, chans, use_chan
 
 
 @cuda.jit(device=True)
+def _vec(s, o, own_slot, own, own_off, slots, slots_off, stride, chans, use_chans, nslots):
+    """Source ``s``'s vector at byte ``o`` of its data; past the last source our own slot's again (local, not
+    used), so that the load need not wait on a branch."""
+    arr, off = _source(s if s < nslots else own_slot, own_slot, own, own_off, slots, slots_off, stride, chans,
+                       use_chans)
+    return load_v4(arr, off + o)
+
+
+@cuda.jit(device=True)
+def _gathered_vec(o, own_slot, own, own_off, slots, slots_off, stride, chans, use_chans, nslots, kind, op):
+    """The vector at byte ``o`` of up to ``GATHERED`` sources combined in slot order, every load issued before the
+    first is used: a peer read is a round trip, and one after another they were most of a small call's reduction
+    (at 1 MB and 8 ranks a thread reduces a vector or two, from eight sources)."""
+    v0 = _vec(0, o, own_slot, own, own_off, slots, slots_off, stride, chans, use_chans, nslots)
+    v1 = _vec(1, o, own_slot, own, own_off, slots, slots_off, stride, chans, use_chans, nslots)
+    v2 = _vec(2, o, own_slot, own, own_off, slots, slots_off, stride, chans, use_chans, nslots)
+    v3 = _vec(3, o, own_slot, own, own_off, slots, slots_off, stride, chans, use_chans, nslots)
+    v4 = _vec(4, o, own_slot, own, own_off, slots, slots_off, stride, chans, use_chans, nslots)
+    v5 = _vec(5, o, own_slot, own, own_off, slots, slots_off, stride, chans, use_chans, nslots)
+    v6 = _vec(6, o, own_slot, own, own_off, slots, slots_off, stride, chans, use_chans, nslots)
+    v7 = _vec(7, o, own_slot, own, own_off, slots, slots_off, stride, chans, use_chans, nslots)
+    a = v0  # straight-line code: a loop over the vectors would read them at a runtime index (a branch tree)
+    if nslots > 1:
+        a = _combine_vec(a, v1, kind, op)
+    if nslots > 2:
+        a = _combine_vec(a, v2, kind, op)
+    if nslots > 3:
+        a = _combine_vec(a, v3, kind, op)
+    if nslots > 4:
+        a = _combine_vec(a, v4, kind, op)
+    if nslots > 5:
+        a = _combine_vec(a, v5, kind, op)
+    if nslots > 6:
+        a = _combine_vec(a, v6, kind, op)
+    if nslots > 7:
+        a = _combine_vec(a, v7, kind, op)
+    return a
+
+
+@cuda.jit(device=True)
 def reduce_sources(dst, dst_off, copy, copy_off, own, own_off, own_slot, slots, slots_off, stride, chans, use_chans,
                    fan, fan_out, nslots, nbytes, tid, nthreads, kind, op):
     """``dst[dst_off:]`` (and, unless ``copy`` is ``dst``, ``copy[copy_off:]``; with ``fan_out``, every peer memory
@@ -294,11 +335,15 @@ def reduce_sources(dst, dst_off, copy, copy_off, own, own_off, own_slot, slots, 
             i += 4 * nthreads
         while i < nvec:
             o = i * 16
-            arr, off = _source(0, own_slot, own, own_off, slots, slots_off, stride, chans, use_chans)
-            a = load_v4(arr, off + o)
-            for s in range(1, nslots):
-                arr, off = _source(s, own_slot, own, own_off, slots, slots_off, stride, chans, use_chans)
-                a = _combine_vec(a, load_v4(arr, off + o), kind, op)
+            if nslots <= GATHERED:
+                a = _gathered_vec(o, own_slot, own, own_off, slots, slots_off, stride, chans, use_chans, nslots, kind,
+                                  op)
+            else:
+                arr, off = _source(0, own_slot, own, own_off, slots, slots_off, stride, chans, use_chans)
+                a = load_v4(arr, off + o)
+                for s in range(1, nslots):
+                    arr, off = _source(s, own_slot, own, own_off, slots, slots_off, stride, chans, use_chans)
+                    a = _combine_vec(a, load_v4(arr, off + o), kind, op)
             a = _finish_vec(a, kind, op, nslots)
             store_v4(dst, dst_off + o, a[0], a[1], a[2], a[3])
             if two:

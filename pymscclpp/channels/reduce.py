@@ -267,34 +267,38 @@ def _vec(s, o, own_slot, own, own_off, slots, slots_off, stride, chans, use_chan
 
 
 @cuda.jit(device=True)
+def _four(first, o, own_slot, own, own_off, slots, slots_off, stride, chans, use_chans, nslots):
+    """The vectors of sources ``first`` to ``first + 3`` at byte ``o`` (``_vec``), their loads issued together."""
+    return (_vec(first, o, own_slot, own, own_off, slots, slots_off, stride, chans, use_chans, nslots),
+            _vec(first + 1, o, own_slot, own, own_off, slots, slots_off, stride, chans, use_chans, nslots),
+            _vec(first + 2, o, own_slot, own, own_off, slots, slots_off, stride, chans, use_chans, nslots),
+            _vec(first + 3, o, own_slot, own, own_off, slots, slots_off, stride, chans, use_chans, nslots))
+
+
+@cuda.jit(device=True)
+def _combine_if(a, v, live, kind, op):
+    """``a`` combined with ``v`` when ``live``, else ``a``."""
+    return _combine_vec(a, v, kind, op) if live else a
+
+
+@cuda.jit(device=True)
+def _fold(a, vs, first, nslots, kind, op):
+    """``a`` combined, in slot order, with those of the vectors ``vs`` of sources ``first`` to ``first + 3`` that
+    exist, source 0 aside (``a`` starts as it). Straight-line: a loop would read ``vs`` at a runtime index."""
+    a = _combine_if(a, vs[0], 0 < first < nslots, kind, op)
+    a = _combine_if(a, vs[1], first + 1 < nslots, kind, op)
+    a = _combine_if(a, vs[2], first + 2 < nslots, kind, op)
+    return _combine_if(a, vs[3], first + 3 < nslots, kind, op)
+
+
+@cuda.jit(device=True)
 def _gathered_vec(o, own_slot, own, own_off, slots, slots_off, stride, chans, use_chans, nslots, kind, op):
     """The vector at byte ``o`` of up to ``GATHERED`` sources combined in slot order, every load issued before the
     first is used: a peer read is a round trip, and one after another they were most of a small call's reduction
     (at 1 MB and 8 ranks a thread reduces a vector or two, from eight sources)."""
-    v0 = _vec(0, o, own_slot, own, own_off, slots, slots_off, stride, chans, use_chans, nslots)
-    v1 = _vec(1, o, own_slot, own, own_off, slots, slots_off, stride, chans, use_chans, nslots)
-    v2 = _vec(2, o, own_slot, own, own_off, slots, slots_off, stride, chans, use_chans, nslots)
-    v3 = _vec(3, o, own_slot, own, own_off, slots, slots_off, stride, chans, use_chans, nslots)
-    v4 = _vec(4, o, own_slot, own, own_off, slots, slots_off, stride, chans, use_chans, nslots)
-    v5 = _vec(5, o, own_slot, own, own_off, slots, slots_off, stride, chans, use_chans, nslots)
-    v6 = _vec(6, o, own_slot, own, own_off, slots, slots_off, stride, chans, use_chans, nslots)
-    v7 = _vec(7, o, own_slot, own, own_off, slots, slots_off, stride, chans, use_chans, nslots)
-    a = v0  # straight-line code: a loop over the vectors would read them at a runtime index (a branch tree)
-    if nslots > 1:
-        a = _combine_vec(a, v1, kind, op)
-    if nslots > 2:
-        a = _combine_vec(a, v2, kind, op)
-    if nslots > 3:
-        a = _combine_vec(a, v3, kind, op)
-    if nslots > 4:
-        a = _combine_vec(a, v4, kind, op)
-    if nslots > 5:
-        a = _combine_vec(a, v5, kind, op)
-    if nslots > 6:
-        a = _combine_vec(a, v6, kind, op)
-    if nslots > 7:
-        a = _combine_vec(a, v7, kind, op)
-    return a
+    lo = _four(0, o, own_slot, own, own_off, slots, slots_off, stride, chans, use_chans, nslots)
+    hi = _four(4, o, own_slot, own, own_off, slots, slots_off, stride, chans, use_chans, nslots)
+    return _fold(_fold(lo[0], lo, 0, nslots, kind, op), hi, 4, nslots, kind, op)
 
 
 @cuda.jit(device=True)

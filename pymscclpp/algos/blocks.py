@@ -57,10 +57,7 @@ def meet_all(chans, nranks, release, skip):
     cuda.syncthreads()
     tid = cuda.threadIdx.x
     if tid < nranks - 1 and tid != skip:
-        if release:
-            mc.signal(chans[tid], cuda.blockIdx.x)
-        else:
-            mc.relaxed_signal(chans[tid], cuda.blockIdx.x)
+        mc.signal_as(chans[tid], cuda.blockIdx.x, release)
         mc.wait(chans[tid], cuda.blockIdx.x)
     cuda.syncthreads()
 

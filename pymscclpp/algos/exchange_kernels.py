@@ -185,10 +185,7 @@ def _signal(ch, idx, release):
     ``release`` after writing into the peer's memory, relaxed (a credit: ordering no writes) after reading."""
     cuda.syncthreads()
     if cuda.threadIdx.x == 0:
-        if release:
-            mc.signal(ch, idx)
-        else:
-            mc.relaxed_signal(ch, idx)
+        mc.signal_as(ch, idx, release)
 
 
 @cuda.jit(device=True)

@@ -65,6 +65,16 @@ def relaxed_signal(ch, idx=0):
 
 
 @cuda.jit(device=True)
+def signal_as(ch, idx, release):
+    """``signal`` when ``release`` (after writing the peer's memory), else ``relaxed_signal`` (after only reading
+    it: a credit, with no writes to wait for)."""
+    if release:
+        sem.signal(ch, idx)
+    else:
+        sem.relaxed_signal(ch, idx)
+
+
+@cuda.jit(device=True)
 def wait(ch, idx=0):
     """Wait for the peer's next signal (acquire); False if the budget ran out (error recorded)."""
     return sem.wait(ch, idx)

@@ -26,7 +26,6 @@ SUM, MIN, MAX, PROD, AVG = 0, 1, 2, 3, 4
 _U15 = np.uint64(15)
 _U3 = np.uint64(3)
 _ZERO64 = np.uint64(0)
-GATHERED = 8  # sources whose vectors ``reduce_sources`` loads all at once (``_gathered_vec``)
 _LO16 = np.uint32(0xFFFF)
 _HI16 = np.uint32(0xFFFF0000)
 
@@ -258,50 +257,6 @@ def _source(s, own_slot, own, own_off, slots, slots_off, stride, chans, use_chan
 
 
 @cuda.jit(device=True)
-def _vec(s, o, own_slot, own, own_off, slots, slots_off, stride, chans, use_chans, nslots):
-    """Source ``s``'s vector at byte ``o`` of its data; past the last source our own slot's again (local, not
-    used), so that the load need not wait on a branch."""
-    arr, off = _source(s if s < nslots else own_slot, own_slot, own, own_off, slots, slots_off, stride, chans,
-                       use_chans)
-    return load_v4(arr, off + o)
-
-
-@cuda.jit(device=True)
-def _four(first, o, own_slot, own, own_off, slots, slots_off, stride, chans, use_chans, nslots):
-    """The vectors of sources ``first`` to ``first + 3`` at byte ``o`` (``_vec``), their loads issued together."""
-    return (_vec(first, o, own_slot, own, own_off, slots, slots_off, stride, chans, use_chans, nslots),
-            _vec(first + 1, o, own_slot, own, own_off, slots, slots_off, stride, chans, use_chans, nslots),
-            _vec(first + 2, o, own_slot, own, own_off, slots, slots_off, stride, chans, use_chans, nslots),
-            _vec(first + 3, o, own_slot, own, own_off, slots, slots_off, stride, chans, use_chans, nslots))
-
-
-@cuda.jit(device=True)
-def _combine_if(a, v, live, kind, op):
-    """``a`` combined with ``v`` when ``live``, else ``a``."""
-    return _combine_vec(a, v, kind, op) if live else a
-
-
-@cuda.jit(device=True)
-def _fold(a, vs, first, nslots, kind, op):
-    """``a`` combined, in slot order, with those of the vectors ``vs`` of sources ``first`` to ``first + 3`` that
-    exist, source 0 aside (``a`` starts as it). Straight-line: a loop would read ``vs`` at a runtime index."""
-    a = _combine_if(a, vs[0], 0 < first < nslots, kind, op)
-    a = _combine_if(a, vs[1], first + 1 < nslots, kind, op)
-    a = _combine_if(a, vs[2], first + 2 < nslots, kind, op)
-    return _combine_if(a, vs[3], first + 3 < nslots, kind, op)
-
-
-@cuda.jit(device=True)
-def _gathered_vec(o, own_slot, own, own_off, slots, slots_off, stride, chans, use_chans, nslots, kind, op):
-    """The vector at byte ``o`` of up to ``GATHERED`` sources combined in slot order, every load issued before the
-    first is used: a peer read is a round trip, and one after another they were most of a small call's reduction
-    (at 1 MB and 8 ranks a thread reduces a vector or two, from eight sources)."""
-    lo = _four(0, o, own_slot, own, own_off, slots, slots_off, stride, chans, use_chans, nslots)
-    hi = _four(4, o, own_slot, own, own_off, slots, slots_off, stride, chans, use_chans, nslots)
-    return _fold(_fold(lo[0], lo, 0, nslots, kind, op), hi, 4, nslots, kind, op)
-
-
-@cuda.jit(device=True)
 def reduce_sources(dst, dst_off, copy, copy_off, own, own_off, own_slot, slots, slots_off, stride, chans, use_chans,
                    fan, fan_out, nslots, nbytes, tid, nthreads, kind, op):
     """``dst[dst_off:]`` (and, unless ``copy`` is ``dst``, ``copy[copy_off:]``; with ``fan_out``, every peer memory
@@ -339,15 +294,11 @@ def reduce_sources(dst, dst_off, copy, copy_off, own, own_off, own_slot, slots, 
             i += 4 * nthreads
         while i < nvec:
             o = i * 16
-            if nslots <= GATHERED:
-                a = _gathered_vec(o, own_slot, own, own_off, slots, slots_off, stride, chans, use_chans, nslots, kind,
-                                  op)
-            else:
-                arr, off = _source(0, own_slot, own, own_off, slots, slots_off, stride, chans, use_chans)
-                a = load_v4(arr, off + o)
-                for s in range(1, nslots):
-                    arr, off = _source(s, own_slot, own, own_off, slots, slots_off, stride, chans, use_chans)
-                    a = _combine_vec(a, load_v4(arr, off + o), kind, op)
+            arr, off = _source(0, own_slot, own, own_off, slots, slots_off, stride, chans, use_chans)
+            a = load_v4(arr, off + o)
+            for s in range(1, nslots):
+                arr, off = _source(s, own_slot, own, own_off, slots, slots_off, stride, chans, use_chans)
+                a = _combine_vec(a, load_v4(arr, off + o), kind, op)
             a = _finish_vec(a, kind, op, nslots)
             store_v4(dst, dst_off + o, a[0], a[1], a[2], a[3])
             if two:

@@ -549,3 +549,56 @@ def pushing_and_pulling_ranks(comm, state, count: int) -> str:
     except CallMismatchError as exc:
         return str(exc)
     raise AssertionError("a pushing all_gather met a pulling one and nothing failed")
+
+
+def zero_copy_calls_on_two_grids(comm, state, count: int, dtype: str) -> None:
+    """A zero-copy all_reduce on a 4-block kernel runs calls below ``grid.SMALL_CALL_BYTES`` on 2 blocks and the
+    others on 4, alternating on the same registered buffers, each equal to the NumPy reduction: the blocks a small
+    call leaves idle still meet their peers right in the next large call."""
+    from pymscclpp.algos import grid
+    from pymscclpp.algos.twoshot import AllReduceTwoShot
+    from pymscclpp.runtime.memory import alloc, view_as
+    size = np.dtype(dtype).itemsize
+    algo = comm.register_algorithm(AllReduceTwoShot("rsag4", "simple", 4, 32), prefer=False)
+    send, recv = (view_as(alloc(count * size), np.dtype(dtype)) for _ in range(2))
+    comm.register_buffer(send)
+    comm.register_buffer(recv)
+    real = grid.SMALL_CALL_BYTES
+    grid.SMALL_CALL_BYTES = count * size  # the whole buffer: 4 blocks; a part of it: 2
+    try:
+        for it, m in enumerate((count, count // 2 + 1, count, count // 3, count)):
+            send[:m].copy_to_device(rank_data(comm.rank, m, dtype, it))
+            comm.all_reduce(send[:m], recv[:m], algo="rsag4")
+            cuda.synchronize()
+            comm.check_device_errors()
+            np.testing.assert_array_equal(recv[:m].copy_to_host(), expected_allreduce(comm.size, m, dtype, it, "sum"))
+    finally:
+        grid.SMALL_CALL_BYTES = real
+    grids = sorted(launch.griddim for launch in algo.kernel_launches() if launch.name == algo.zero_copy_kernel.py_func.__name__)
+    assert grids == [2, 4], grids
+    comm.deregister_buffer(send)
+    comm.deregister_buffer(recv)
+
+
+def zero_copy_calls_of_two_sizes_on_two_grids(comm, state, count: int) -> str:
+    """Rank 0's zero-copy all_reduce is below ``grid.SMALL_CALL_BYTES`` (2 blocks of a 4-block kernel), rank 1's of
+    ``count`` float32 is not (4 blocks): the call check, read by every block whatever the grid, fails the call on
+    both ranks, and no block waits for a peer's block that was never launched; the error's text."""
+    from pymscclpp.algos import grid
+    from pymscclpp.algos.twoshot import AllReduceTwoShot
+    from pymscclpp.errors import CallMismatchError
+    from pymscclpp.runtime.memory import alloc, view_as
+    comm.register_algorithm(AllReduceTwoShot("rsag4", "simple", 4, 32), prefer=False)
+    buf = view_as(alloc(4 * count), np.float32)
+    comm.register_buffer(buf)
+    real = grid.SMALL_CALL_BYTES
+    grid.SMALL_CALL_BYTES = 4 * count
+    try:
+        comm.all_reduce(buf[:count // 2] if comm.rank == 0 else buf, algo="rsag4")
+        cuda.synchronize()
+        comm.check_device_errors()
+    except CallMismatchError as exc:
+        return str(exc)
+    finally:
+        grid.SMALL_CALL_BYTES = real
+    raise AssertionError("calls of two sizes on two grids and nothing failed")

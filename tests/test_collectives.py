@@ -224,6 +224,18 @@ def test_gathers_and_broadcasts_on_mapped_buffers_run_zero_copy_and_are_exact(co
                    algo=algo, captured=captured)
 
 
+@pytest.mark.parametrize("size,count,dtype", [(2, 1003, "float32"), (3, 2 * 517, "bfloat16")])
+def test_small_zero_copy_calls_run_on_half_the_grid_between_calls_on_all_of_it(size, count, dtype):
+    pool(size).run(cases.zero_copy_calls_on_two_grids, count=count, dtype=dtype)
+
+
+def test_zero_copy_calls_of_two_sizes_on_two_grids_fail_the_call_check_on_every_rank():
+    texts = _failing_run(cases.zero_copy_calls_of_two_sizes_on_two_grids, count=998)
+    assert "rank 0 called all_reduce of 499 float32 on registered buffers (zero-copy), rank 1 called all_reduce " \
+           "of 998 float32 on registered buffers (zero-copy)" in texts[0], texts
+    assert "rank 0 called all_reduce of 499 float32" in texts[1] and "998 float32" in texts[1], texts
+
+
 def test_a_zero_copy_broadcast_meeting_staged_ones_fails_the_call_check_on_every_rank():
     texts = _failing_run(cases.broadcast_registered_on_the_root_only, count=999)
     assert "rank 1 called broadcast of 999 float32 from root 1 on registered buffers (zero-copy), rank 0 called " \

@@ -35,3 +35,10 @@ def test_max_blocks_must_be_a_number(monkeypatch):
     monkeypatch.setenv("PYMSCCLPP_MAX_BLOCKS", "many")
     with pytest.raises(InvalidUsageError, match="PYMSCCLPP_MAX_BLOCKS='many'"):
         grid._local_limits()
+
+
+def test_zero_copy_calls_below_the_small_call_size_run_on_half_the_grid_and_at_least_two_blocks():
+    small = grid.SMALL_CALL_BYTES - 1
+    assert grid.call_blocks(16, small) == 8 and grid.call_blocks(66, small) == 33
+    assert grid.call_blocks(3, small) == 2 and grid.call_blocks(2, small) == 2 and grid.call_blocks(1, small) == 1
+    assert grid.call_blocks(16, grid.SMALL_CALL_BYTES) == 16 and grid.call_blocks(16, 1 << 30) == 16

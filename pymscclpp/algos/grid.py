@@ -39,6 +39,16 @@ class GridLimits:
         return max(1, min(blocks, self.cap)) if self.cap else blocks
 
 
+SMALL_CALL_BYTES = 4 << 20  # zero-copy calls of smaller messages run on half the grid (``call_blocks``)
+
+
+def call_blocks(blocks: int, message_bytes: int) -> int:
+    """The grid of a zero-copy call of ``message_bytes`` (nccl-tests sizes) by a kernel of ``blocks`` blocks: half of
+    it (at least two) below ``SMALL_CALL_BYTES``, where every block's two meetings with its peers cost more than its
+    few bytes save (measured, docs/performance.md), as NCCL runs small calls on fewer channels; else all of it."""
+    return max(min(2, blocks), blocks // 2) if message_bytes < SMALL_CALL_BYTES else blocks
+
+
 def blocks_for(comm, configured: int) -> int:
     """``GridLimits.blocks`` of ``comm`` (its limits gathered on first use, collectively)."""
     return comm.extension("grid-limits", GridLimits).blocks(configured)

@@ -126,10 +126,11 @@ class PreparedLaunches:
             self._by_key.clear()
             self._generation = self.windows.generation
 
-    def get(self, windows: tuple[Window, ...], make: Callable[[tuple], Launch]) -> Launch:
-        """The launch prepared for ``windows``, ``make`` building it the first time."""
+    def get(self, windows: tuple[Window, ...], make: Callable[[tuple], Launch], grid: int = 0) -> Launch:
+        """The launch prepared for ``windows`` (and ``grid``, where a family launches on several), ``make``
+        building it the first time."""
         self._forget_stale()
-        key = tuple(w.address for w in windows)
+        key = (grid, *(w.address for w in windows))
         launch = self._by_key.get(key)
         if launch is None:
             launch = self._by_key[key] = make(windows)

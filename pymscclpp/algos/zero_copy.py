@@ -16,6 +16,7 @@ from ..runtime.capture import capturing
 from ..runtime.fingerprint import zero_copy
 from ..runtime.launch import Launch
 from .algorithm import Call, CallBuffer
+from .grid import call_blocks
 from .prepared import launch_call
 from .windows import PreparedLaunches, Windows
 
@@ -71,8 +72,8 @@ class ZeroCopy:
         buffers, and peers from and into its own; the staged call's unless a family overrides it."""
         return self.traffic(message_bytes, nranks, rank, root)
 
-    def _new_launch(self, windows: tuple) -> Launch:
-        return Launch(self.zero_copy_kernel, self.blocks, self.threads, self.zero_copy_args(windows),
+    def _new_launch(self, windows: tuple, blocks: int) -> Launch:
+        return Launch(self.zero_copy_kernel, blocks, self.threads, self.zero_copy_args(windows),
                       argtypes=self.zero_copy_argtypes(self.nranks))
 
     def runs_zero_copy(self, call: Call) -> bool:
@@ -91,15 +92,16 @@ class ZeroCopy:
         return (wanted, None) if self._capture and capturing(call.stream) else None
 
     def _zero_copy_launch(self, call: Call) -> Launch | None:
-        """The zero-copy launch for ``call``: prepared for its registered buffers, made for a captured call's (a
-        graph keeps its arguments), or None when neither."""
+        """The zero-copy launch for ``call`` on its grid (``grid.call_blocks``): prepared for its registered buffers,
+        made for a captured call's (a graph keeps its arguments), or None when neither."""
         found = self._zero_copy_windows(call)
         if found is None:
             return None
         wanted, windows = found
+        blocks = call_blocks(self.blocks, call.message_bytes)
         if windows is None:
-            return self._new_launch(self.windows.capture(self.name, wanted))
-        return self._zero_copy.get(windows, self._new_launch)
+            return self._new_launch(self.windows.capture(self.name, wanted), blocks)
+        return self._zero_copy.get(windows, lambda mapped: self._new_launch(mapped, blocks), blocks)
 
     def launch(self, call: Call) -> None:
         launch = self._zero_copy_launch(call)

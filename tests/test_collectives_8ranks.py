@@ -76,10 +76,12 @@ def test_channel_traffic_on_eight_ranks_equals_the_stated_traffic(pool8, collect
     assert traffic.per_rank([o["counts"] for o in outs]) == [tuple(o["stated"]) for o in outs]
 
 
-def test_the_pushing_broadcast_is_exact_and_moves_what_it_states_on_eight_ranks(pool8):
+@pytest.mark.parametrize("algo,kernel", [("push", "broadcast_push_zero_copy_simple"),
+                                         ("scatter_gather", "broadcast_zero_copy_simple")])
+def test_the_zero_copy_broadcasts_are_exact_and_move_what_they_state_on_eight_ranks(pool8, algo, kernel):
     pool8.run(cases.exchanges_zero_copy, timeout=300, collective="broadcast", count=8 * 21 + 5, dtype="int32",
-              inplace=False, algo="push", captured=False)
-    outs = pool8.run(traffic_cases.measured_call, timeout=300, collective="broadcast", algo="push", count=8 * 53,
+              inplace=False, algo=algo, captured=False, repeat=3)
+    outs = pool8.run(traffic_cases.measured_call, timeout=300, collective="broadcast", algo=algo, count=8 * 53,
                      root=3, zero_copy=True)
-    assert [o["kernel"] for o in outs] == ["broadcast_push_zero_copy_simple"] * 8
+    assert [o["kernel"] for o in outs] == [kernel] * 8
     assert traffic.per_rank([o["counts"] for o in outs]) == [tuple(o["stated"]) for o in outs]

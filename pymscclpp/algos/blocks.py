@@ -54,10 +54,26 @@ def reads_done_and_wait_all(chans, nranks):
 def meet_all(chans, nranks, release, skip):
     """Signal every peer but ``chans[skip]`` (-1: none) on the block's semaphore (``release``: our earlier writes
     visible to it first), then wait for each one's signal."""
+    signal_peers(chans, nranks, release, skip)
+    wait_peers(chans, nranks, skip)
+
+
+@cuda.jit(device=True)
+def signal_peers(chans, nranks, release, skip):
+    """Once every thread of the block is done, signal every peer but ``chans[skip]`` (-1: none) on the block's
+    semaphore (``release``: our earlier writes visible to it first); thread j signals peer j."""
     cuda.syncthreads()
     tid = cuda.threadIdx.x
     if tid < nranks - 1 and tid != skip:
         mc.signal_as(chans[tid], cuda.blockIdx.x, release)
+
+
+@cuda.jit(device=True)
+def wait_peers(chans, nranks, skip):
+    """Wait for the signal of every peer but ``chans[skip]`` (-1: none) on the block's semaphore (thread j waits
+    for peer j, after its own signal to it, if any), then go on together."""
+    tid = cuda.threadIdx.x
+    if tid < nranks - 1 and tid != skip:
         mc.wait(chans[tid], cuda.blockIdx.x)
     cuda.syncthreads()
 

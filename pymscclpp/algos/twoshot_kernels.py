@@ -20,7 +20,7 @@ from ..channels import reduce as red
 from ..callcheck.device import begin_call, calls_agree
 from ..channels.peers import peer_after, peer_index, peer_rank
 from .blocks import (agree_and_meet, announce_round, await_round, copy_unless_same, end_round, meet_all,
-                     reads_done_and_wait_all, signal_and_wait_all)
+                     reads_done_and_wait_all, signal_and_wait_all, signal_peers, wait_peers)
 from .protocols import SIMPLE, SIMPLE_LIMITS
 
 
@@ -260,37 +260,44 @@ def broadcast_scatter_gather_simple(chans, call_check, fingerprint, inp, out, sc
 @cuda.jit(device=True)
 def broadcast_zero_copy(chans, call_check, fingerprint, srcs, inp, out, nbytes, rank, nranks, root):
     """``broadcast_scatter_gather`` on buffers mapped on every rank (``algos.windows``: the root's input, every
-    other rank's output), no scratch: once all are ready, rank r reads shard r from the root's input into ``out``;
-    after a barrier every non-root rank reads each shard it lacks from the rank holding it (the root's own from
-    the root); a last barrier ends the call when nobody reads our buffer any more. At two ranks the root writes
-    its shard into the peer's output while the peer reads the other: both move half, one barrier."""
+    other rank's output), no scratch: once all are ready, rank r reads shard r from the root's input into ``out``
+    and signals the other non-roots; a non-root reads each shard it lacks from the rank holding it as soon as that
+    rank has signalled (the root's own from the root, at once), then credits every peer it read and waits for
+    the other non-roots' credits; the root, which reads nothing, waits for every non-root's: a wait on each
+    peer where a barrier of every rank stood. At two ranks the root writes its shard into the peer's output while
+    the peer reads the other: both move half, one barrier."""
     tid, nt = cuda.threadIdx.x, cuda.blockDim.x
     if not agree_and_meet(chans, call_check, fingerprint, rank, nranks):
         return
-    src = srcs[0]
-    for j in range(nranks - 1):
-        if peer_rank(j, rank) == root:
-            src = srcs[j]
     if rank == root:
         at, _, n, _ = shard_slice(nbytes, nbytes, 1, 0)
         if n > 0:
             copy_unless_same(out, at, inp, at, n, tid, nt)
-        at, _, n, _ = shard_slice(nbytes, nbytes, nranks, root)
-        if nranks == 2 and n > 0:
-            prim.copy_bytes(srcs[0].dst, at, inp, at, n, tid, nt)
-    else:
-        at, _, n, _ = shard_slice(nbytes, nbytes, nranks, rank)
+        if nranks == 2:
+            at, _, n, _ = shard_slice(nbytes, nbytes, nranks, root)
+            if n > 0:
+                prim.copy_bytes(srcs[0].dst, at, inp, at, n, tid, nt)
+            meet_all(chans, nranks, True, -1)  # the two-rank root wrote the peer's memory
+        else:
+            wait_peers(chans, nranks, -1)  # every non-root's credit: nobody reads our input any more
+        return
+    from_root = peer_index(root, rank)
+    at, _, n, _ = shard_slice(nbytes, nbytes, nranks, rank)
+    if n > 0:
+        prim.copy_bytes(out, at, srcs[from_root].dst, at, n, tid, nt)
+    if nranks == 2:
+        meet_all(chans, nranks, False, -1)
+        return
+    signal_peers(chans, nranks, True, from_root)  # our shard is in our output
+    for i in range(nranks - 1):
+        j = peer_after(i, rank, nranks)
+        if j != from_root:
+            await_round(SIMPLE, chans[j])  # its shard is in its output
+        at, _, n, _ = shard_slice(nbytes, nbytes, nranks, peer_rank(j, rank))
         if n > 0:
-            prim.copy_bytes(out, at, src.dst, at, n, tid, nt)
-    if nranks > 2:
-        signal_and_wait_all(chans, nranks)
-        if rank != root:
-            for i in range(nranks - 1):
-                j = peer_after(i, rank, nranks)
-                at, _, n, _ = shard_slice(nbytes, nbytes, nranks, peer_rank(j, rank))
-                if n > 0:
-                    prim.copy_bytes(out, at, srcs[j].dst, at, n, tid, nt)
-    meet_all(chans, nranks, nranks == 2 and rank == root, -1)  # only the two-rank root wrote a peer's memory
+            prim.copy_bytes(out, at, srcs[j].dst, at, n, tid, nt)
+    signal_peers(chans, nranks, False, -1)  # done reading (credits order no writes), to the root too
+    wait_peers(chans, nranks, from_root)  # the other non-roots are done reading our output
 
 
 @cuda.jit(cache=True, **SIMPLE_LIMITS)

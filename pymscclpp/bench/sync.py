@@ -4,8 +4,9 @@
 run, each as a CUDA graph of ``iters`` launches (median of ``reps`` replays, the slowest rank): an empty kernel
 (the launch alone), the same with every peer's channel handle as arguments (what passing them costs: their arrays
 travel as kernel parameters, kilobytes at 8 ranks), a kernel that meets every peer once (thread j signals peer j,
-then waits for peer j's signal), a 1 KB bf16 all_reduce, and ``inner`` meetings inside one kernel (the meeting
-alone, no launch between). On the simulator the same kernels run eager, host-timed, at small counts: only that
+then waits for peer j's signal), the same on each grid of ``--blocks`` (block b meets block b of every peer,
+as a collective's blocks do: what a meeting costs per block), a 1 KB bf16 all_reduce, and ``inner`` meetings
+inside one kernel (the meeting alone, no launch between). On the simulator the same kernels run eager, host-timed, at small counts: only that
 they finish means anything there.
 """
 
@@ -42,14 +43,14 @@ def empty_with_channels_kernel(chans, word):
 
 @cuda.jit(cache=True)
 def meet_kernel(chans, times):
-    """``times`` meetings of every rank: thread j signals peer j and waits for its signal, then the block syncs.
-    Returns early once a wait fails (recorded; the host raises from ``check_device_errors``)."""
-    j = cuda.threadIdx.x
+    """``times`` meetings of every rank: thread j signals peer j and waits for its signal on the block's semaphore,
+    then the block syncs. Returns early once a wait fails (recorded; the host raises from ``check_device_errors``)."""
+    j, b = cuda.threadIdx.x, cuda.blockIdx.x
     for _ in range(times):
         failed = 0
         if j < len(chans):
-            mc.signal(chans[j])
-            if not mc.wait(chans[j]):
+            mc.signal(chans[j], b)
+            if not mc.wait(chans[j], b):
                 failed = 1
         if cuda.syncthreads_or(failed):
             return
@@ -65,6 +66,8 @@ def main(argv=None) -> None:
     ap.add_argument("--iters", type=int, default=2 if IS_SIM else 20, help="launches per graph")
     ap.add_argument("--reps", type=int, default=2 if IS_SIM else 25, help="graph replays (the median is reported)")
     ap.add_argument("--inner", type=int, default=3 if IS_SIM else 1000, help="meetings inside one kernel")
+    ap.add_argument("--blocks", default="2" if IS_SIM else "8,16",
+                    help="grids (comma-separated block counts) to time a meeting on, besides one block")
     ap.add_argument("--json")
     args = ap.parse_args(argv)
     world = MPI.COMM_WORLD
@@ -76,7 +79,8 @@ def main(argv=None) -> None:
         raise SystemExit("run with at least 2 ranks")
     src, inbox = alloc(64), alloc(64)
     peers = [p for p in range(comm.size) if p != comm.rank]
-    channels = comm.memory_channels(peers, src, inbox)
+    grids = sorted({int(b) for b in args.blocks.split(",") if b.strip()} - {1})
+    channels = comm.memory_channels(peers, src, inbox, semaphores=max([1, *grids]))
     chans = tuple(ch.device_handle() for ch in channels.values())
     word = cuda.device_array(1, np.int32)
     threads = 32 * ((len(chans) + 31) // 32)
@@ -85,7 +89,9 @@ def main(argv=None) -> None:
         x = cuda.to_device(np.ones(256, np.float32))
         cases = {"empty": lambda: empty_kernel[1, 32](word),
                  "empty_with_channels": lambda: empty_with_channels_kernel[1, 32](chans, word),
-                 "meet": lambda: meet_kernel[1, threads](chans, 1), "all_reduce_1KB": lambda: comm.all_reduce(x)}
+                 "meet": lambda: meet_kernel[1, threads](chans, 1),
+                 **{f"meet_{g}_blocks": lambda g=g: meet_kernel[g, threads](chans, 1) for g in grids},
+                 "all_reduce_1KB": lambda: comm.all_reduce(x)}
         for name, fn in cases.items():
             fn()
             res[f"{name}_us"] = slowest(world, time_host(fn, args.reps, world.Barrier))
@@ -94,12 +100,14 @@ def main(argv=None) -> None:
         from pymscclpp.bench.timing import capture, time_graph
         x = torch.ones(512, dtype=torch.bfloat16, device="cuda")
 
-        def on_torch_stream(kernel, *a):
-            return lambda: kernel[1, threads, cuda.external_stream(torch.cuda.current_stream().cuda_stream)](*a)
+        def on_torch_stream(kernel, *a, blocks=1):
+            return lambda: kernel[blocks, threads, cuda.external_stream(torch.cuda.current_stream().cuda_stream)](*a)
 
         cases = {"empty": on_torch_stream(empty_kernel, word),
                  "empty_with_channels": on_torch_stream(empty_with_channels_kernel, chans, word),
-                 "meet": on_torch_stream(meet_kernel, chans, 1), "all_reduce_1KB": lambda: comm.all_reduce(x)}
+                 "meet": on_torch_stream(meet_kernel, chans, 1),
+                 **{f"meet_{g}_blocks": on_torch_stream(meet_kernel, chans, 1, blocks=g) for g in grids},
+                 "all_reduce_1KB": lambda: comm.all_reduce(x)}
         for name, fn in cases.items():
             for _ in range(3):
                 fn()

@@ -574,7 +574,8 @@ def zero_copy_calls_on_two_grids(comm, state, count: int, dtype: str) -> None:
             np.testing.assert_array_equal(recv[:m].copy_to_host(), expected_allreduce(comm.size, m, dtype, it, "sum"))
     finally:
         grid.SMALL_CALL_BYTES = real
-    grids = sorted(launch.griddim for launch in algo.kernel_launches() if launch.name == algo.zero_copy_kernel.py_func.__name__)
+    zero_copy_kernel = algo.zero_copy_kernel.py_func.__name__
+    grids = sorted(launch.griddim for launch in algo.kernel_launches() if launch.name == zero_copy_kernel)
     assert grids == [2, 4], grids
     comm.deregister_buffer(send)
     comm.deregister_buffer(recv)

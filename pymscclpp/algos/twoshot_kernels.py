@@ -258,6 +258,15 @@ def broadcast_scatter_gather_simple(chans, call_check, fingerprint, inp, out, sc
 
 
 @cuda.jit(device=True)
+def root_keeps_its_own(inp, out, nbytes, tid, nt):
+    """A zero-copy broadcast's root: the calling block's share of its input into its own output (skipped in
+    place)."""
+    at, _, n, _ = shard_slice(nbytes, nbytes, 1, 0)
+    if n > 0:
+        copy_unless_same(out, at, inp, at, n, tid, nt)
+
+
+@cuda.jit(device=True)
 def broadcast_zero_copy(chans, call_check, fingerprint, srcs, inp, out, nbytes, rank, nranks, root):
     """``broadcast_scatter_gather`` on buffers mapped on every rank (``algos.windows``: the root's input, every
     other rank's output), no scratch: once all are ready, rank r reads shard r from the root's input into ``out``
@@ -270,9 +279,7 @@ def broadcast_zero_copy(chans, call_check, fingerprint, srcs, inp, out, nbytes, 
     if not agree_and_meet(chans, call_check, fingerprint, rank, nranks):
         return
     if rank == root:
-        at, _, n, _ = shard_slice(nbytes, nbytes, 1, 0)
-        if n > 0:
-            copy_unless_same(out, at, inp, at, n, tid, nt)
+        root_keeps_its_own(inp, out, nbytes, tid, nt)
         if nranks == 2:
             at, _, n, _ = shard_slice(nbytes, nbytes, nranks, root)
             if n > 0:
@@ -311,15 +318,13 @@ def broadcast_push(chans, call_check, fingerprint, outs, inp, out, nbytes, rank,
     """Broadcast by writes into the other ranks' mapped outputs (``outs``, as ``broadcast_zero_copy``'s
     ``srcs``), in n - 1 pieces: the root writes piece i into the output of the i-th rank after it and signals it;
     that rank, once signalled, writes its piece into every other non-root's output and signals them, and is done
-    when each of them has signalled it. The root sends N once (the pulls: about 2N), and a rank waits on one
-    peer, then on the non-roots: one meeting of every rank fewer than ``broadcast_zero_copy``."""
+    when each of them has signalled it. The root sends N once (the pulls: about 2N), and a non-root waits on the
+    root, then on the other non-roots."""
     tid, nt = cuda.threadIdx.x, cuda.blockDim.x
     if not agree_and_meet(chans, call_check, fingerprint, rank, nranks):
         return
     if rank == root:
-        at, _, n, _ = shard_slice(nbytes, nbytes, 1, 0)
-        if n > 0:
-            copy_unless_same(out, at, inp, at, n, tid, nt)
+        root_keeps_its_own(inp, out, nbytes, tid, nt)
         for i in range(nranks - 1):
             at, _, n, _ = shard_slice(nbytes, nbytes, nranks - 1, i)
             if n > 0:

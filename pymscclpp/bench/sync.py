@@ -6,8 +6,8 @@ run, each as a CUDA graph of ``iters`` launches (median of ``reps`` replays, the
 travel as kernel parameters, kilobytes at 8 ranks), a kernel that meets every peer once (thread j signals peer j,
 then waits for peer j's signal), the same on each grid of ``--blocks`` (block b meets block b of every peer,
 as a collective's blocks do: what a meeting costs per block), a 1 KB bf16 all_reduce, and ``inner`` meetings
-inside one kernel (the meeting alone, no launch between). On the simulator the same kernels run eager, host-timed, at small counts: only that
-they finish means anything there.
+inside one kernel (the meeting alone, no launch between). On the simulator the same kernels run eager,
+host-timed, at small counts: only that they finish means anything there.
 """
 
 from __future__ import annotations

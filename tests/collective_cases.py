@@ -333,18 +333,15 @@ def _exchange_expected(comm, collective: str, count: int, dtype: str, seed: int,
 def exchanges_zero_copy(comm, state, collective: str, count: int, dtype: str, inplace: bool, algo: str,
                         captured: bool, repeat: int = 2) -> None:
     """all_gather, all_to_all (out of place) and broadcast with ``algo`` on registered buffers (the send and
-    receive buffers, in place the receive buffer; broadcast: the root's send buffer and the others' receive
-    buffer), or on unregistered ones while their stream is captured (the capture check forced true, as the
-    simulator has no graphs), run their zero-copy kernel and equal the NumPy result on every rank, call after
-    call, the send buffer untouched."""
+    receive buffers, in place the receive buffer), or on unregistered ones while their stream is captured (the
+    capture check forced true, as the simulator has no graphs; a pulling broadcast out of place maps both buffers,
+    the others one), run their zero-copy kernel and equal the NumPy result on every rank, call after call, the
+    send buffer untouched."""
     from pymscclpp.algos import zero_copy
     n, r = comm.size, comm.rank
     root = 1 % n
     send, recv = _exchange_buffers(comm, collective, count, dtype, inplace, root)
-    if collective == "broadcast":
-        mapped = [recv if r != root else send]
-    else:  # pulls read peers' send buffers, pushes write their receive buffers
-        mapped = [recv] if inplace else [send, recv]
+    mapped = [recv] if inplace else [send, recv]  # pulls read peers' send buffers, pushes write their outputs
     if not captured:
         for buf in mapped:
             comm.register_buffer(buf)
@@ -364,7 +361,8 @@ def exchanges_zero_copy(comm, state, collective: str, count: int, dtype: str, in
             cuda.synchronize()
             comm.check_device_errors()
             if captured:
-                assert comm.extension("windows").captured == before + 1
+                maps = 2 if collective == "broadcast" and not inplace and algo != "push" else 1
+                assert comm.extension("windows").captured == before + maps
             np.testing.assert_array_equal(recv.copy_to_host(), _exchange_expected(comm, collective, count, dtype,
                                                                                   count + it, root))
             if not inplace:

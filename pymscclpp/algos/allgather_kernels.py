@@ -11,6 +11,7 @@ from numba import cuda
 
 from ..channels import primitives as prim
 from ..channels.peers import peer_index, peer_rank
+from ..channels.ptx import address_of
 from .blocks import (agree_and_meet, agreed_before_receiving, begin_and_send, copy_unless_same, end_round, open_call,
                      meet_all, receive, sync_round)
 from .protocols import PACKET, SIMPLE_LIMITS, SIMPLE, rounds, scale
@@ -60,15 +61,18 @@ def exchange_simple(chans, call_check, fingerprint, inp, out, scratch, flags, nb
 
 
 @cuda.jit(device=True)
-def exchange_zero_copy(chans, call_check, fingerprint, mapped, inp, out, nbytes, rank, nranks, send_stride, push):
+def exchange_zero_copy(chans, call_check, fingerprint, windows, mapped, inp, out, nbytes, rank, nranks, send_stride,
+                       push):
     """``exchange`` on buffers mapped on every rank (``algos.windows``), no scratch: once every rank's buffers are
     ready, each block moves its share of every slot laid end to end from our own on (``shares.end_to_end_share``),
-    pulling ``mapped[j].dst[rank * send_stride:]`` (peers' send buffers) into that peer's slot of ``out``, or with
-    ``push`` writing ``inp[p * send_stride:]`` into slot ``rank`` of ``mapped[j].dst`` (peers' receive buffers); a
-    second barrier ends the call when every slot has landed and nobody reads our input any more."""
+    pulling ``mapped[j].dst[rank * send_stride:]`` (peers' send buffers; in place, when ``inp`` is our slot of
+    ``out``, peer p's slot of its receive buffer) into that peer's slot of ``out``, or with ``push`` writing
+    ``inp[p * send_stride:]`` into slot ``rank`` of ``mapped[j].dst`` (peers' receive buffers); a second barrier
+    ends the call when every slot has landed and nobody reads our input any more."""
     tid, nt = cuda.threadIdx.x, cuda.blockDim.x
-    if not agree_and_meet(chans, call_check, fingerprint, rank, nranks):
+    if not agree_and_meet(chans, call_check, fingerprint, windows, rank, nranks):
         return
+    in_place = address_of(inp, 0) == address_of(out, rank * nbytes)
     lo, cnt = end_to_end_share(nranks * nbytes)
     for i in range(nranks):  # from our own slot on, so the ranks' blocks read different peers at once
         p = (rank + i) % nranks
@@ -80,19 +84,20 @@ def exchange_zero_copy(chans, call_check, fingerprint, mapped, inp, out, nbytes,
                 prim.copy_bytes(mapped[peer_index(p, rank)].dst, rank * nbytes + at, inp, p * send_stride + at, n,
                                 tid, nt)
             else:
-                prim.copy_bytes(out, p * nbytes + at, mapped[peer_index(p, rank)].dst, rank * send_stride + at, n,
-                                tid, nt)
+                src = p * nbytes if in_place else rank * send_stride
+                prim.copy_bytes(out, p * nbytes + at, mapped[peer_index(p, rank)].dst, src + at, n, tid, nt)
     meet_all(chans, nranks, push, -1)  # pulls wrote no peer's memory
 
 
 @cuda.jit(cache=True, **SIMPLE_LIMITS)
-def exchange_zero_copy_simple(chans, call_check, fingerprint, ins, inp, out, nbytes, rank, nranks, send_stride):
+def exchange_zero_copy_simple(chans, call_check, fingerprint, windows, ins, inp, out, nbytes, rank, nranks,
+                              send_stride):
     """``exchange_zero_copy`` pulling from peers' send buffers ``ins`` (simple protocol)."""
-    exchange_zero_copy(chans, call_check, fingerprint, ins, inp, out, nbytes, rank, nranks, send_stride, False)
+    exchange_zero_copy(chans, call_check, fingerprint, windows, ins, inp, out, nbytes, rank, nranks, send_stride, False)
 
 
 @cuda.jit(cache=True, **SIMPLE_LIMITS)
-def exchange_push_zero_copy_simple(chans, call_check, fingerprint, outs, inp, out, nbytes, rank, nranks,
+def exchange_push_zero_copy_simple(chans, call_check, fingerprint, windows, outs, inp, out, nbytes, rank, nranks,
                                    send_stride):
     """``exchange_zero_copy`` pushing into peers' receive buffers ``outs`` (simple protocol)."""
-    exchange_zero_copy(chans, call_check, fingerprint, outs, inp, out, nbytes, rank, nranks, send_stride, True)
+    exchange_zero_copy(chans, call_check, fingerprint, windows, outs, inp, out, nbytes, rank, nranks, send_stride, True)

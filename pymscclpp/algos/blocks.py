@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from numba import cuda
 
-from ..callcheck.device import begin_call, calls_agree
+from ..callcheck.device import begin_call, calls_agree, zero_copy_calls_agree
 from ..channels import memory_channel as mc
 from ..channels import primitives as prim
 from ..channels import reduce as red
@@ -93,13 +93,14 @@ def agreed_before_receiving(proto, call_check, fingerprint, seq, rank, nranks):
 
 
 @cuda.jit(device=True)
-def agree_and_meet(chans, call_check, fingerprint, rank, nranks):
-    """The start of a zero-copy kernel: post the call's fingerprint and, once every rank's call agrees, go on with
-    every peer's buffers ready to be read and written; False, with nothing touched, when the calls differ. Every
+def agree_and_meet(chans, call_check, fingerprint, windows, rank, nranks):
+    """The start of a zero-copy kernel: post the call's fingerprint and ``windows`` (the registrations of the buffers
+    it maps, ``fingerprint.windows_tag``) and, once every rank's call agrees, go on with every peer's buffers ready
+    to be read and written; False, with nothing touched, when the calls differ. Every
     block has then read every peer's fingerprint of this call, which a peer posts once its kernel has started
     (so the work before it on its stream is done, and its last call's final barrier passed): that is the meeting.
     With the check off (``fingerprint`` 0) the block meets every peer by a barrier instead."""
-    if not calls_agree(call_check, fingerprint, begin_call(call_check, fingerprint, rank, nranks), rank, nranks):
+    if not zero_copy_calls_agree(call_check, fingerprint, windows, rank, nranks):
         return False
     if fingerprint == 0:
         signal_and_wait_all(chans, nranks)

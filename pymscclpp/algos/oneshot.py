@@ -159,6 +159,10 @@ class AllGather(ZeroCopy, OneShot):
         return (call.peer_bytes if self.send_all else 0,)
 
     def window_buffers(self, call: Call) -> tuple[tuple[CallBuffer, int], ...] | None:
+        """Peers read our send buffer; in place, our receive buffer, which holds it (its start is where the
+        registration begins on every rank, where our slot begins only on rank 0)."""
+        if call.in_place:
+            return ((call.recv, call.peer_bytes * self.nranks),)
         return ((call.send, call.peer_bytes * (self.nranks if self.send_all else 1)),)
 
     def zero_copy_args(self, windows: tuple) -> dict:
@@ -173,8 +177,10 @@ class AllGather(ZeroCopy, OneShot):
         return kernel_argtypes(nranks, 1, 4)
 
     def bind_zero_copy(self, launch: Launch, call: Call) -> None:
-        """The output is any buffer: this call's."""
+        """The output is any buffer: this call's; the input this call's (in place: our slot of the output)."""
         launch.set_buffer("out", call.recv.ptr, call.peer_bytes * self.nranks, call.recv.array)
+        launch.set_buffer("inp", call.send.ptr, call.peer_bytes * (self.nranks if self.send_all else 1),
+                          call.send.array)
         launch.set_int("send_stride", call.peer_bytes if self.send_all else 0)
 
 
@@ -211,19 +217,23 @@ class Broadcast(ZeroCopy, OneShot):
         return (call.root,)
 
     def window_buffers(self, call: Call) -> tuple[tuple[CallBuffer, int], ...] | None:
-        """Peers read the root's input and every other rank's output."""
-        return ((call.send if self.rank == call.root else call.recv, call.peer_bytes),)
+        """Non-roots read the root's input and each other's outputs (at two ranks the root writes into the peer's):
+        every rank's input and output, so that a rank reaches each peer's buffer of the same argument; one buffer
+        in place."""
+        if call.in_place:
+            return ((call.recv, call.peer_bytes),)
+        return ((call.send, call.peer_bytes), (call.recv, call.peer_bytes))
 
     def zero_copy_args(self, windows: tuple) -> dict:
-        (mine,) = windows
+        sent, got = windows[0], windows[-1]
         base = self.kernel_launch.values
-        return {"chans": base["chans"], "call_check": base["call_check"], "fingerprint": 0, "srcs": mine.handles,
-                "inp": mine.local, "out": mine.local, "nbytes": 0, "rank": self.rank, "nranks": self.nranks,
-                "root": 0}
+        return {"chans": base["chans"], "call_check": base["call_check"], "fingerprint": 0, "ins": sent.handles,
+                "outs": got.handles, "inp": sent.local, "out": got.local, "nbytes": 0, "rank": self.rank,
+                "nranks": self.nranks, "root": 0}
 
     @classmethod
     def zero_copy_argtypes(cls, nranks: int) -> tuple:
-        return kernel_argtypes(nranks, 1, 4)
+        return kernel_argtypes(nranks, 2, 4)
 
     def bind_zero_copy(self, launch: Launch, call: Call) -> None:
         """The root's output and the others' input are any buffers: this call's."""

@@ -25,11 +25,11 @@ def reduce_pair(chans, outs, inp, own_off, out, at, rank, n, fan_out, kind, op):
 
 
 @cuda.jit(device=True)
-def reduce_scatter_push(chans, call_check, fingerprint, outs, inp, out, nbytes, rank, nranks, kind, op):
+def reduce_scatter_push(chans, call_check, fingerprint, windows, outs, inp, out, nbytes, rank, nranks, kind, op):
     """Reduce-scatter of two ranks: write the peer's slot of ``inp`` into its output (``outs[0].dst``); after a
     barrier reduce ours with what the peer wrote into ``out``; a last barrier ends the call."""
     tid, nt = cuda.threadIdx.x, cuda.blockDim.x
-    if not agree_and_meet(chans, call_check, fingerprint, rank, nranks):
+    if not agree_and_meet(chans, call_check, fingerprint, windows, rank, nranks):
         return
     at, _, n, _ = shard_slice(nbytes, nbytes, 1, 0)
     if n > 0:
@@ -41,19 +41,19 @@ def reduce_scatter_push(chans, call_check, fingerprint, outs, inp, out, nbytes, 
 
 
 @cuda.jit(cache=True, **SIMPLE_LIMITS)
-def reduce_scatter_push_zero_copy_simple(chans, call_check, fingerprint, outs, inp, out, nbytes, rank, nranks, kind,
-                                         op):
+def reduce_scatter_push_zero_copy_simple(chans, call_check, fingerprint, windows, outs, inp, out, nbytes, rank,
+                                         nranks, kind, op):
     """``reduce_scatter_push`` (simple protocol)."""
-    reduce_scatter_push(chans, call_check, fingerprint, outs, inp, out, nbytes, rank, nranks, kind, op)
+    reduce_scatter_push(chans, call_check, fingerprint, windows, outs, inp, out, nbytes, rank, nranks, kind, op)
 
 
 @cuda.jit(device=True)
-def all_reduce_push(chans, call_check, fingerprint, outs, inp, out, nbytes, rank, nranks, kind, op):
+def all_reduce_push(chans, call_check, fingerprint, windows, outs, inp, out, nbytes, rank, nranks, kind, op):
     """All-reduce of two ranks: write the peer's shard of ``inp`` into its output; after a barrier reduce our
     shard with what the peer wrote into ``out`` and write the result into both outputs; a last barrier ends the
     call when both shards are everywhere."""
     tid, nt = cuda.threadIdx.x, cuda.blockDim.x
-    if not agree_and_meet(chans, call_check, fingerprint, rank, nranks):
+    if not agree_and_meet(chans, call_check, fingerprint, windows, rank, nranks):
         return
     at, _, n, _ = shard_slice(nbytes, nbytes, 2, 1 - rank)
     if n > 0:
@@ -66,6 +66,7 @@ def all_reduce_push(chans, call_check, fingerprint, outs, inp, out, nbytes, rank
 
 
 @cuda.jit(cache=True, **SIMPLE_LIMITS)
-def all_reduce_push_zero_copy_simple(chans, call_check, fingerprint, outs, inp, out, nbytes, rank, nranks, kind, op):
+def all_reduce_push_zero_copy_simple(chans, call_check, fingerprint, windows, outs, inp, out, nbytes, rank, nranks,
+                                     kind, op):
     """``all_reduce_push`` (simple protocol)."""
-    all_reduce_push(chans, call_check, fingerprint, outs, inp, out, nbytes, rank, nranks, kind, op)
+    all_reduce_push(chans, call_check, fingerprint, windows, outs, inp, out, nbytes, rank, nranks, kind, op)

@@ -102,15 +102,23 @@ class AllReducePush(Pushing, AllReduceTwoShot):
 
 
 class BroadcastPush(BroadcastScatterGather):
-    """Broadcast by writes into the other ranks' mapped outputs (``twoshot_kernels.broadcast_push``), on the
-    windows of the pulling broadcast (the root's input, the others' outputs)."""
+    """Broadcast by writes into the other ranks' mapped outputs (``twoshot_kernels.broadcast_push``): its window is
+    every rank's output (the root writes from its own input)."""
 
     zero_copy_kernel = twoshot_kernels.broadcast_push_zero_copy_simple
     pushes = True
 
+    def window_buffers(self, call: Call) -> tuple[tuple[CallBuffer, int], ...] | None:
+        return ((call.recv, call.peer_bytes),)
+
     def zero_copy_args(self, windows: tuple) -> dict:
-        """The pulling broadcast's arguments, its peer windows named for what this kernel does with them."""
-        return {("outs" if k == "srcs" else k): v for k, v in super().zero_copy_args(windows).items()}
+        """The pulling broadcast's arguments on the one window, less the peers' inputs, which this kernel reads
+        none of."""
+        return {k: v for k, v in super().zero_copy_args(windows).items() if k != "ins"}
+
+    @classmethod
+    def zero_copy_argtypes(cls, nranks: int) -> tuple:
+        return kernel_argtypes(nranks, 1, 4)
 
     def zero_copy_traffic(self, message_bytes: int, nranks: int, rank: int, root: int = 0) -> tuple[int, int]:
         """The root sends piece i of n - 1 to the i-th rank after it, which sends it on to the n - 2 others."""

@@ -103,13 +103,13 @@ def all_reduce_rsag_simple(chans, call_check, fingerprint, inp, out, scratch, fl
 
 
 @cuda.jit(device=True)
-def all_reduce_zero_copy(chans, call_check, fingerprint, ins, outs, inp, out, nbytes, rank, nranks, kind, op):
+def all_reduce_zero_copy(chans, call_check, fingerprint, windows, ins, outs, inp, out, nbytes, rank, nranks, kind, op):
     """Two-shot all-reduce on buffers registered on every rank (``algos.windows``), no scratch: once every rank's
     input is ready, rank r reduces shard r reading every rank's input (``ins[j].dst``) and writes it into every
     rank's output (``outs[j].dst``); a second barrier ends the call when every shard is everywhere and nobody
     reads our input any more."""
     tid, nt = cuda.threadIdx.x, cuda.blockDim.x
-    if not agree_and_meet(chans, call_check, fingerprint, rank, nranks):
+    if not agree_and_meet(chans, call_check, fingerprint, windows, rank, nranks):
         return
     at, _, n, _ = shard_slice(nbytes, nbytes, nranks, rank)
     if n > 0:
@@ -118,9 +118,10 @@ def all_reduce_zero_copy(chans, call_check, fingerprint, ins, outs, inp, out, nb
 
 
 @cuda.jit(cache=True, **SIMPLE_LIMITS)
-def all_reduce_zero_copy_simple(chans, call_check, fingerprint, ins, outs, inp, out, nbytes, rank, nranks, kind, op):
+def all_reduce_zero_copy_simple(chans, call_check, fingerprint, windows, ins, outs, inp, out, nbytes, rank, nranks,
+                                kind, op):
     """``all_reduce_zero_copy`` (simple protocol)."""
-    all_reduce_zero_copy(chans, call_check, fingerprint, ins, outs, inp, out, nbytes, rank, nranks, kind, op)
+    all_reduce_zero_copy(chans, call_check, fingerprint, windows, ins, outs, inp, out, nbytes, rank, nranks, kind, op)
 
 
 @cuda.jit(device=True)
@@ -188,12 +189,12 @@ def reduce_scatter_read_simple(chans, call_check, fingerprint, inp, out, scratch
 
 
 @cuda.jit(device=True)
-def reduce_scatter_zero_copy(chans, call_check, fingerprint, ins, inp, out, nbytes, rank, nranks, kind, op):
+def reduce_scatter_zero_copy(chans, call_check, fingerprint, windows, ins, inp, out, nbytes, rank, nranks, kind, op):
     """Reduce-scatter on a send buffer registered on every rank (``algos.windows``), no scratch: once every rank's
     input is ready, rank r reduces slot r reading every rank's input (``ins[j].dst``) into ``out``; a second
     barrier ends the call when nobody reads our input any more."""
     tid, nt = cuda.threadIdx.x, cuda.blockDim.x
-    if not agree_and_meet(chans, call_check, fingerprint, rank, nranks):
+    if not agree_and_meet(chans, call_check, fingerprint, windows, rank, nranks):
         return
     at, _, n, _ = shard_slice(nbytes, nbytes, 1, 0)
     if n > 0:
@@ -203,9 +204,10 @@ def reduce_scatter_zero_copy(chans, call_check, fingerprint, ins, inp, out, nbyt
 
 
 @cuda.jit(cache=True, **SIMPLE_LIMITS)
-def reduce_scatter_zero_copy_simple(chans, call_check, fingerprint, ins, inp, out, nbytes, rank, nranks, kind, op):
+def reduce_scatter_zero_copy_simple(chans, call_check, fingerprint, windows, ins, inp, out, nbytes, rank, nranks, kind,
+                                    op):
     """``reduce_scatter_zero_copy`` (simple protocol)."""
-    reduce_scatter_zero_copy(chans, call_check, fingerprint, ins, inp, out, nbytes, rank, nranks, kind, op)
+    reduce_scatter_zero_copy(chans, call_check, fingerprint, windows, ins, inp, out, nbytes, rank, nranks, kind, op)
 
 
 @cuda.jit(device=True)
@@ -267,23 +269,23 @@ def root_keeps_its_own(inp, out, nbytes, tid, nt):
 
 
 @cuda.jit(device=True)
-def broadcast_zero_copy(chans, call_check, fingerprint, srcs, inp, out, nbytes, rank, nranks, root):
-    """``broadcast_scatter_gather`` on buffers mapped on every rank (``algos.windows``: the root's input, every
-    other rank's output), no scratch: once all are ready, rank r reads shard r from the root's input into ``out``
-    and signals the other non-roots; a non-root reads each shard it lacks from the rank holding it as soon as that
-    rank has signalled (the root's own from the root, at once), then credits every peer it read and waits for
-    the other non-roots' credits; the root, which reads nothing, waits for every non-root's: a wait on each
-    peer where a barrier of every rank stood. At two ranks the root writes its shard into the peer's output while
-    the peer reads the other: both move half, one barrier."""
+def broadcast_zero_copy(chans, call_check, fingerprint, windows, ins, outs, inp, out, nbytes, rank, nranks, root):
+    """``broadcast_scatter_gather`` on buffers mapped on every rank (``algos.windows``: peers' inputs ``ins``, of
+    which a non-root reads the root's, and outputs ``outs``; the same in place), no scratch: once all are ready,
+    rank r reads shard r from the root's input into ``out`` and signals the other non-roots; a non-root reads each
+    shard it lacks from the rank holding it as soon as that rank has signalled (the root's own from the root, at
+    once), then credits every peer it read and waits for the other non-roots' credits; the root, which reads
+    nothing, waits for every non-root's: a wait on each peer where a barrier of every rank stood. At two ranks the
+    root writes its shard into the peer's output while the peer reads the other: both move half, one barrier."""
     tid, nt = cuda.threadIdx.x, cuda.blockDim.x
-    if not agree_and_meet(chans, call_check, fingerprint, rank, nranks):
+    if not agree_and_meet(chans, call_check, fingerprint, windows, rank, nranks):
         return
     if rank == root:
         root_keeps_its_own(inp, out, nbytes, tid, nt)
         if nranks == 2:
             at, _, n, _ = shard_slice(nbytes, nbytes, nranks, root)
             if n > 0:
-                prim.copy_bytes(srcs[0].dst, at, inp, at, n, tid, nt)
+                prim.copy_bytes(outs[0].dst, at, inp, at, n, tid, nt)
             meet_all(chans, nranks, True, -1)  # the two-rank root wrote the peer's memory
         else:
             wait_peers(chans, nranks, -1)  # every non-root's credit: nobody reads our input any more
@@ -291,7 +293,7 @@ def broadcast_zero_copy(chans, call_check, fingerprint, srcs, inp, out, nbytes, 
     from_root = peer_index(root, rank)
     at, _, n, _ = shard_slice(nbytes, nbytes, nranks, rank)
     if n > 0:
-        prim.copy_bytes(out, at, srcs[from_root].dst, at, n, tid, nt)
+        prim.copy_bytes(out, at, ins[from_root].dst, at, n, tid, nt)
     if nranks == 2:
         meet_all(chans, nranks, False, -1)
         return
@@ -301,27 +303,27 @@ def broadcast_zero_copy(chans, call_check, fingerprint, srcs, inp, out, nbytes, 
         if j != from_root:
             await_round(SIMPLE, chans[j])  # its shard is in its output
         at, _, n, _ = shard_slice(nbytes, nbytes, nranks, peer_rank(j, rank))
-        if n > 0:
-            prim.copy_bytes(out, at, srcs[j].dst, at, n, tid, nt)
+        if n > 0:  # the root's shard from its input (its output fills meanwhile), the others' from their outputs
+            prim.copy_bytes(out, at, ins[j].dst if j == from_root else outs[j].dst, at, n, tid, nt)
     signal_peers(chans, nranks, False, -1)  # done reading (credits order no writes), to the root too
     wait_peers(chans, nranks, from_root)  # the other non-roots are done reading our output
 
 
 @cuda.jit(cache=True, **SIMPLE_LIMITS)
-def broadcast_zero_copy_simple(chans, call_check, fingerprint, srcs, inp, out, nbytes, rank, nranks, root):
+def broadcast_zero_copy_simple(chans, call_check, fingerprint, windows, ins, outs, inp, out, nbytes, rank, nranks,
+                               root):
     """``broadcast_zero_copy`` (simple protocol)."""
-    broadcast_zero_copy(chans, call_check, fingerprint, srcs, inp, out, nbytes, rank, nranks, root)
+    broadcast_zero_copy(chans, call_check, fingerprint, windows, ins, outs, inp, out, nbytes, rank, nranks, root)
 
 
 @cuda.jit(device=True)
-def broadcast_push(chans, call_check, fingerprint, outs, inp, out, nbytes, rank, nranks, root):
-    """Broadcast by writes into the other ranks' mapped outputs (``outs``, as ``broadcast_zero_copy``'s
-    ``srcs``), in n - 1 pieces: the root writes piece i into the output of the i-th rank after it and signals it;
-    that rank, once signalled, writes its piece into every other non-root's output and signals them, and is done
-    when each of them has signalled it. The root sends N once (the pulls: about 2N), and a non-root waits on the
-    root, then on the other non-roots."""
+def broadcast_push(chans, call_check, fingerprint, windows, outs, inp, out, nbytes, rank, nranks, root):
+    """Broadcast by writes into the other ranks' mapped outputs (``outs``), in n - 1 pieces: the root writes piece i
+    into the output of the i-th rank after it and signals it; that rank, once signalled, writes its piece into every
+    other non-root's output and signals them, and is done when each of them has signalled it. The root sends N once
+    (the pulls: about 2N), and a non-root waits on the root, then on the other non-roots."""
     tid, nt = cuda.threadIdx.x, cuda.blockDim.x
-    if not agree_and_meet(chans, call_check, fingerprint, rank, nranks):
+    if not agree_and_meet(chans, call_check, fingerprint, windows, rank, nranks):
         return
     if rank == root:
         root_keeps_its_own(inp, out, nbytes, tid, nt)
@@ -343,6 +345,7 @@ def broadcast_push(chans, call_check, fingerprint, outs, inp, out, nbytes, rank,
 
 
 @cuda.jit(cache=True, **SIMPLE_LIMITS)
-def broadcast_push_zero_copy_simple(chans, call_check, fingerprint, outs, inp, out, nbytes, rank, nranks, root):
+def broadcast_push_zero_copy_simple(chans, call_check, fingerprint, windows, outs, inp, out, nbytes, rank, nranks,
+                                    root):
     """``broadcast_push`` (simple protocol)."""
-    broadcast_push(chans, call_check, fingerprint, outs, inp, out, nbytes, rank, nranks, root)
+    broadcast_push(chans, call_check, fingerprint, windows, outs, inp, out, nbytes, rank, nranks, root)

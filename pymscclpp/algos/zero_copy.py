@@ -1,7 +1,9 @@
 """Zero-copy launches of the simple-protocol collectives: when a call's buffers start at registered ones
 (``register_buffer``), or the call is being captured into a CUDA graph (its buffers are then mapped on every
 rank, ``Windows.capture``), a ``zero_copy_kernel`` reads (and writes) peers' buffers through their windows, no
-scratch. The call's fingerprint says so (``fingerprint.zero_copy``), so ranks that disagree fail the call check.
+scratch. The call's fingerprint says so (``fingerprint.zero_copy``), so ranks that disagree fail the call check,
+as do ranks whose buffers are of different registrations (the kernel reaches a peer's buffer of the registration
+its own belongs to: ``fingerprint.windows_tag``).
 """
 
 from __future__ import annotations
@@ -13,7 +15,7 @@ from ..callcheck.area import handle_type
 from ..channels import reduce as red
 from ..runtime import handle_types as ht
 from ..runtime.capture import capturing
-from ..runtime.fingerprint import zero_copy
+from ..runtime.fingerprint import windows_tag, zero_copy
 from ..runtime.launch import Launch
 from .algorithm import Call, CallBuffer
 from .grid import call_blocks
@@ -22,16 +24,16 @@ from .windows import PreparedLaunches, Windows
 
 
 def kernel_argtypes(nranks: int, windows: int, ints: int) -> tuple:
-    """The numba types of a zero-copy kernel's arguments: ``(chans, call_check, fingerprint, *windows' peer
-    handles, inp, out, *ints)`` on ``nranks`` ranks."""
+    """The numba types of a zero-copy kernel's arguments: ``(chans, call_check, fingerprint, windows (the tag),
+    *windows' peer handles, inp, out, *ints)`` on ``nranks`` ranks."""
     peers = types.UniTuple(ht.peer_memory(), nranks - 1)
-    return (types.UniTuple(ht.memory_channel(), nranks - 1), handle_type(nranks - 1), types.int64,
+    return (types.UniTuple(ht.memory_channel(), nranks - 1), handle_type(nranks - 1), types.int64, types.int64,
             *[peers] * windows, ht.BYTES, ht.BYTES, *[types.int64] * ints)
 
 
 class ZeroCopy:
-    """Mixin before a ``OneShot`` family (``algos.prepared``): its simple-protocol calls run ``zero_copy_kernel`` when they can.
-    Subclasses name the buffers a call needs in windows, the kernel's arguments and what it takes per call."""
+    """Mixin before a ``OneShot`` family (``algos.prepared``): its simple-protocol calls run ``zero_copy_kernel`` when
+    they can. Subclasses name the buffers a call needs in windows, the kernel's arguments and what it takes per call."""
 
     zero_copy_kernel = None
     pushes = False  # the kernel writes into peers' outputs (its fingerprint says so, ``fingerprint.zero_copy``)
@@ -73,8 +75,13 @@ class ZeroCopy:
         return self.traffic(message_bytes, nranks, rank, root)
 
     def _new_launch(self, windows: tuple, blocks: int) -> Launch:
-        return Launch(self.zero_copy_kernel, blocks, self.threads, self.zero_copy_args(windows),
-                      argtypes=self.zero_copy_argtypes(self.nranks))
+        """A launch on ``windows``; its kernel compares their registrations with the peers' (``windows_tag``)."""
+        args = {}
+        for name, value in self.zero_copy_args(windows).items():  # the tag goes after the fingerprint
+            args[name] = value
+            if name == "fingerprint":
+                args["windows"] = windows_tag(self.collective, [w.serial for w in windows])
+        return Launch(self.zero_copy_kernel, blocks, self.threads, args, argtypes=self.zero_copy_argtypes(self.nranks))
 
     def runs_zero_copy(self, call: Call) -> bool:
         """Whether ``call`` would run zero-copy: its buffers are registered, or it is being captured."""

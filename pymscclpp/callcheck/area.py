@@ -2,8 +2,9 @@
 kernels, execution plans, user kernels) whatever its protocol and grid, into which each peer writes its call's
 fingerprint packet.
 
-Area: 2 halves x ``size`` LL16 packets (slot r: rank r's fingerprint, data words its low and high 32 bits,
-flags the call's sequence number; the half is the number's parity). The sequence number lives on the device
+Area: 2 halves x ``size`` slots of two LL16 packets (slot r: rank r's fingerprint, data words its low and high 32
+bits, flags the call's sequence number; then a zero-copy call's windows tag, alike; the half is the number's
+parity). The sequence number lives on the device
 (``counts``, one word per block index up to ``MAX_BLOCKS``, all equal), so every launch, CUDA-graph replays
 included, gets a fresh one; kernels read a fingerprint of 0 as "check off". ``verdict`` (device uint32[1], 1
 until a check fails) is what a kernel that is not a one-shot one found (``device.checked_call``): the executor's
@@ -18,14 +19,14 @@ import numpy as np
 from numba import cuda
 from numba.core import types
 
-from ..channels.primitives import LL16_BYTES, copy_bytes
+from ..channels.primitives import copy_bytes
 from .. import config
 from ..runtime.backend import IS_SIM
 from ..runtime.fingerprint import pack
 from ..runtime.handle_types import BYTES, U32, WAIT_CONTEXT
 from ..runtime.launch import Launch
 from ..runtime.memory import alloc
-from .device import call_agreed, checked_call
+from .device import SLOT_BYTES, call_agreed, checked_call
 
 MAX_BLOCKS = 128  # the largest grid of a checked kernel (one sequence word per block)
 SENDS_ALL = frozenset({"reduce_scatter", "all_to_all"})  # send buffers of ``size`` slots of ``Call.peer_bytes``
@@ -55,7 +56,8 @@ def handle_type(peers: int) -> types.NamedTuple:
 
 
 def fingerprint_of(call, size: int) -> int:
-    """The fingerprint of ``call`` (an ``algos.algorithm.Call``: collective, nbytes, dtype, op, root) on a communicator of ``size`` ranks (never 0)."""
+    """The fingerprint of ``call`` (an ``algos.algorithm.Call``: collective, nbytes, dtype, op, root) on a
+    communicator of ``size`` ranks (never 0)."""
     send_bytes = call.peer_bytes * size if call.collective in SENDS_ALL else call.peer_bytes
     return pack(call.collective, send_bytes, call.dtype, call.op, call.root)
 
@@ -66,7 +68,7 @@ class CallCheck:
     def __init__(self, comm):
         self.enabled = config.get("PYMSCCLPP_CHECK")
         self.rank, self.size = comm.rank, comm.size
-        self.area = alloc(2 * comm.size * LL16_BYTES)
+        self.area = alloc(2 * comm.size * SLOT_BYTES)
         peers = [p for p in range(comm.size) if p != comm.rank]
         remotes = [comm.exchange_memory(self.area, p) for p in peers]
         self.counts = cuda.to_device(np.zeros(MAX_BLOCKS, np.uint32))

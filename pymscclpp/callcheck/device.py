@@ -1,7 +1,7 @@
 """The call check, device side: before a call writes any output byte or waits for a peer's data, its ranks compare
-call fingerprints (``begin_call`` then ``calls_agree`` in a one-shot or two-step kernel; ``checked_call`` in the
-executor's and the check kernel; ``call_agreed`` in what runs after the check kernel). Host side:
-``callcheck.area``.
+call fingerprints (``begin_call`` then ``calls_agree`` in a one-shot or two-step kernel; ``zero_copy_calls_agree``,
+with the registrations of the buffers it maps, in a zero-copy one; ``checked_call`` in the executor's and the check
+kernel; ``call_agreed`` in what runs after the check kernel). Host side: ``callcheck.area``.
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from numba import cuda
 
 from ..channels import memory_channel as mc
 from ..channels import primitives as prim
-from ..channels.device_errors import OP_CALLCHECK, record_mismatch
+from ..channels.device_errors import OP_CALLCHECK, OP_WINDOWS, record_mismatch
 from ..channels.peers import peer_rank
 from ..channels.ptx import store_v4_volatile
 
@@ -22,48 +22,84 @@ def call_seq(call_check):
     return mc.packet_flag_begin(call_check.counts)
 
 
+SLOT_BYTES = 2 * prim.LL16_BYTES  # a rank's slot in the area: its fingerprint packet, then a zero-copy call's tag
+
+
+@cuda.jit(device=True)
+def slot_of(seq, rank, nranks):
+    """Byte offset of rank ``rank``'s slot for call ``seq`` (the half its parity picks)."""
+    return ((seq % 2) * nranks + rank) * SLOT_BYTES
+
+
 @cuda.jit(device=True)
 def begin_call(call_check, fingerprint, rank, nranks):
-    """The call's sequence number (0 with the check off, ``fingerprint`` 0), loaded once for ``calls_agree``;
+    """``post_call`` of a call that maps no peer buffers of its own."""
+    return post_call(call_check, fingerprint, 0, rank, nranks)
+
+
+@cuda.jit(device=True)
+def post_call(call_check, fingerprint, tag, rank, nranks):
+    """The call's sequence number (0 with the check off, ``fingerprint`` 0), loaded once for ``compare_calls``;
     block 0's thread j puts our ``fingerprint`` into slot ``rank`` of peer j's call-check area, flagged with it,
-    in the half its parity picks."""
+    and a zero-copy call's windows ``tag`` (nonzero, ``fingerprint.windows_tag``) into the slot's second packet."""
     if fingerprint == 0:
         return 0
     tid = cuda.threadIdx.x
     seq = call_seq(call_check)
     if cuda.blockIdx.x == 0 and tid < nranks - 1:
         f = np.uint32(seq)
-        store_v4_volatile(call_check.peers[tid], ((seq % 2) * nranks + rank) * prim.LL16_BYTES,
-                          np.uint32(fingerprint & 0xFFFFFFFF), f, np.uint32(fingerprint >> 32), f)
+        at = slot_of(seq, rank, nranks)
+        if tag != 0:
+            store_v4_volatile(call_check.peers[tid], at + prim.LL16_BYTES, np.uint32(tag & 0xFFFFFFFF), f,
+                              np.uint32(tag >> 32), f)
+        store_v4_volatile(call_check.peers[tid], at, np.uint32(fingerprint & 0xFFFFFFFF), f,
+                          np.uint32(fingerprint >> 32), f)
     return seq
 
 
 @cuda.jit(device=True)
 def calls_agree(call_check, fingerprint, seq, rank, nranks):
     """``compare_calls`` of a one-shot kernel (a disagreement found in the call's own kernel)."""
-    return compare_calls(call_check, fingerprint, seq, rank, nranks, OP_CALLCHECK)
+    return compare_calls(call_check, fingerprint, 0, seq, rank, nranks, OP_CALLCHECK)
 
 
 @cuda.jit(device=True)
-def compare_calls(call_check, fingerprint, seq, rank, nranks, op):
-    """True on every thread of the block when every peer's call (sequence number ``seq``, from ``begin_call``) has
-    our ``fingerprint`` (or the check is off): thread j waits for peer j's packet; a disagreement is recorded
-    (MISMATCH, ``op`` saying which kernel found it), as is a failed wait. Then the block stores ``seq`` for the
-    next launch, whatever its grid (block b: words b, b + grid, ..., a word per thread)."""
+def zero_copy_calls_agree(call_check, fingerprint, tag, rank, nranks):
+    """The call check of a zero-copy kernel: ``post_call`` with its windows ``tag``, then ``compare_calls``."""
+    return compare_calls(call_check, fingerprint, tag, post_call(call_check, fingerprint, tag, rank, nranks), rank,
+                         nranks, OP_CALLCHECK)
+
+
+@cuda.jit(device=True)
+def compare_calls(call_check, fingerprint, tag, seq, rank, nranks, op):
+    """True on every thread of the block when every peer's call (sequence number ``seq``, from ``post_call``) has
+    our ``fingerprint`` (or the check is off) and, ``tag`` nonzero, our windows tag (a peer whose fingerprint
+    agrees made the same zero-copy call, so it posted one): thread j waits for peer j's packets; a disagreement
+    is recorded (MISMATCH, ``op`` saying which kernel found it; OP_WINDOWS for the tags), as is a failed wait.
+    Then the block stores ``seq`` for the next launch, whatever its grid (block b: words b, b + grid, ..., a word
+    per thread)."""
     if fingerprint == 0:
         return True
     tid = cuda.threadIdx.x
     bad = 0
     if tid < nranks - 1:
         p = peer_rank(tid, rank)
-        a, c, got = prim.read_packet_ll16_from(call_check.inbox, ((seq % 2) * nranks + p) * prim.LL16_BYTES, seq,
-                                               call_check, p, op)
+        at = slot_of(seq, p, nranks)
+        a, c, got = prim.read_packet_ll16_from(call_check.inbox, at, seq, call_check, p, op)
         theirs = (np.int64(c) << np.int64(32)) | np.int64(a)
         if not got:
             bad = 1
         elif theirs != fingerprint:
             record_mismatch(call_check.err, op, rank, p, seq, fingerprint, theirs)
             bad = 1
+        elif tag != 0:
+            a, c, got = prim.read_packet_ll16_from(call_check.inbox, at + prim.LL16_BYTES, seq, call_check, p, op)
+            theirs = (np.int64(c) << np.int64(32)) | np.int64(a)
+            if not got:
+                bad = 1
+            elif theirs != tag:
+                record_mismatch(call_check.err, OP_WINDOWS, rank, p, seq, tag, theirs)
+                bad = 1
     bad = cuda.syncthreads_or(bad)  # every thread of the block has read its sequence word
     k = cuda.blockIdx.x + tid * cuda.gridDim.x
     while k < call_check.counts.size:
@@ -77,7 +113,7 @@ def checked_call(call_check, fingerprint, rank, nranks, op):
     """``begin_call`` then ``compare_calls``, in a kernel that is not a one-shot one (every block calls it first);
     block 0's thread 0 also stores the verdict in ``call_check.verdict`` for what runs after the kernel on its
     stream."""
-    ok = compare_calls(call_check, fingerprint, begin_call(call_check, fingerprint, rank, nranks), rank, nranks, op)
+    ok = compare_calls(call_check, fingerprint, 0, begin_call(call_check, fingerprint, rank, nranks), rank, nranks, op)
     if cuda.blockIdx.x == 0 and cuda.threadIdx.x == 0:
         call_check.verdict[0] = np.uint32(1 if ok else 0)
     return ok

@@ -10,8 +10,8 @@ from numba import cuda
 
 from ..runtime.device_errors import (ABORT_CHECK_EVERY, ABORTED, MISMATCH, OP_CALLCHECK, OP_FIFO_PUSH,  # noqa: F401
                                      OP_FLUSH, OP_PACKET, OP_PAIR_RECV, OP_PAIR_SEND, OP_PAIR_WAIT, OP_PRECHECK,
-                                     OP_PROXY_ABORT, OP_READ_DONE, OP_READ_PACKET, OP_RECV_DATA, OP_SEND_CREDIT, OP_WAIT,
-                                     TIMED_OUT)
+                                     OP_PROXY_ABORT, OP_READ_DONE, OP_READ_PACKET, OP_RECV_DATA, OP_SEND_CREDIT,
+                                     OP_WAIT, OP_WINDOWS, TIMED_OUT)
 from .ptx import fence_sys, load_relaxed
 
 
@@ -53,5 +53,6 @@ def record_abort(err, op, rank, peer, channel, expected, seen):
 @cuda.jit(device=True)
 def record_mismatch(err, op, rank, peer, seq, ours, theirs):
     """Record that call ``seq``'s fingerprint ``ours`` differs from ``peer``'s ``theirs`` (the call check; ``op``:
-    OP_CALLCHECK in the call's own kernel, OP_PRECHECK in a check kernel ahead of it)."""
+    OP_CALLCHECK in the call's own kernel, OP_PRECHECK in a check kernel ahead of it; OP_WINDOWS: the windows tags
+    of a zero-copy call whose fingerprints agree)."""
     _record(err, np.int64(MISMATCH), np.int64(op), rank, peer, seq, np.int64(ours), np.int64(theirs))

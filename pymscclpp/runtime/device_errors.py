@@ -5,7 +5,9 @@ cross-rank call check found two ranks' calls disagreeing (CallMismatchError).
 Layout (int64[ERR_WORDS]): state (1 timed out, 2 aborted, 3 mismatch), op, rank, peer, channel, expected, seen,
 block. A mismatch keeps the call's sequence number in ``channel``, this rank's call fingerprint in ``expected``
 and ``peer``'s in ``seen`` (``runtime.fingerprint``), and in ``op`` who found it: the call's own kernel
-(``OP_CALLCHECK``) or a check kernel launched ahead of a user's kernel (``OP_PRECHECK``). The first failure wins
+(``OP_CALLCHECK``) or a check kernel launched ahead of a user's kernel (``OP_PRECHECK``); a zero-copy call whose
+fingerprints agree but whose buffers are of different registrations keeps the two windows tags instead
+(``OP_WINDOWS``, ``fingerprint.windows_tag``). The first failure wins
 (compare-and-swap on ``state``).
 
 An abort word (uint64[1] in host memory the device reads) ends every spinning wait on it within
@@ -19,7 +21,7 @@ from collections import namedtuple
 
 import numpy as np
 
-from .fingerprint import mismatch_text, pair_mismatch_text
+from .fingerprint import mismatch_text, pair_mismatch_text, windows_mismatch_text
 
 WaitContext = namedtuple("WaitContext", "err abort rank peer channel timeout_ns")
 """What a device wait records its failure with when no channel handle stands for it (channel handles have
@@ -34,10 +36,12 @@ OP_NAMES = {1: "semaphore wait", 2: "packet wait (unpack_packets)", 3: "fifo pus
             11: "pair check wait (the peer's send/recv descriptor: the peer made no matching call)",
             12: "send wait (the receiver to take a chunk out of its staging slot, into its receive buffer)",
             13: "recv wait (the sender's next chunk of its send buffer in our staging slot)",
-            14: "send wait (the receiver to finish reading this rank's send buffer, zero-copy)"}
+            14: "send wait (the receiver to finish reading this rank's send buffer, zero-copy)",
+            15: "call check of a zero-copy call (the registrations of the buffers it maps on peers)"}
 OP_WAIT, OP_PACKET, OP_FIFO_PUSH, OP_FLUSH, OP_READ_PACKET, OP_PROXY_ABORT = 1, 2, 3, 4, 5, 6
 OP_CALLCHECK, OP_PRECHECK = 7, 8
 OP_PAIR_SEND, OP_PAIR_RECV, OP_PAIR_WAIT, OP_SEND_CREDIT, OP_RECV_DATA, OP_READ_DONE = 9, 10, 11, 12, 13, 14
+OP_WINDOWS = 15
 TIMED_OUT, ABORTED, MISMATCH = 1, 2, 3
 # waits on this rank's own memory, recorded with these channel codes (executor/device.py): where they waited
 LOCAL_WAITS = {-2: " in the executor's barrier of one thread block's threads",
@@ -78,6 +82,8 @@ def describe(err: np.ndarray) -> str | None:
         return None
     if state == MISMATCH and code in (OP_PAIR_SEND, OP_PAIR_RECV):
         return pair_mismatch_text(int(err[2]), int(err[3]), int(err[5]), int(err[6]), code == OP_PAIR_SEND)
+    if state == MISMATCH and code == OP_WINDOWS:
+        return windows_mismatch_text(int(err[2]), int(err[3]), int(err[5]), int(err[6]), int(err[4]))
     if state == MISMATCH:
         return mismatch_text(int(err[2]), int(err[3]), int(err[5]), int(err[6]), int(err[4]),
                              "ahead" if code == OP_PRECHECK else "kernel")

@@ -13,7 +13,7 @@ that disagree on it (one registered the buffers it calls with, another did not) 
 from __future__ import annotations
 
 import functools
-from typing import NamedTuple
+from typing import NamedTuple, Sequence
 
 from .collectives import CALLS as COLLECTIVES, ROOTED
 
@@ -68,6 +68,43 @@ def zero_copy(fp: int, pushes: bool = False) -> int:
     if unpack(fp).collective in ROOTED:
         raise ValueError(f"{unpack(fp).collective} has no zero-copy mark")
     return fp | (PUSHED if pushes else REGISTERED)
+
+
+WINDOW_BITS = 12  # a windows tag's field per window: its registration serial + 2 (1: mapped at a captured call)
+_TAG_COLLECTIVE_AT = 56  # and the collective (1 + its index), for the error text
+
+
+def windows_tag(collective: str, serials: Sequence[int]) -> int:
+    """The registrations a zero-copy ``collective`` reaches its peers' buffers through (``algos.windows`` serials
+    in the call's order, -1 for a captured call's), as a nonzero int64 its ranks compare after agreeing
+    fingerprints: ranks whose buffers are of different registrations would read and write the wrong peer
+    buffers."""
+    tag = (COLLECTIVES.index(collective) + 1) << _TAG_COLLECTIVE_AT
+    for i, serial in enumerate(serials):
+        tag |= (serial + 2) << (WINDOW_BITS * i)
+    return tag
+
+
+def _windows(tag: int) -> str:
+    """``all_reduce on buffers of registrations 0 and 3`` of a windows tag."""
+    collective = tag >> _TAG_COLLECTIVE_AT
+    name = COLLECTIVES[collective - 1] if 0 < collective <= len(COLLECTIVES) else f"collective {collective}"
+    tag &= (1 << _TAG_COLLECTIVE_AT) - 1
+    parts = []
+    while tag:
+        code, tag = tag & ((1 << WINDOW_BITS) - 1), tag >> WINDOW_BITS
+        parts.append("a buffer mapped at a captured call" if code == 1 else f"registration {code - 2}")
+    return f"{name} on buffers of {' and '.join(parts)}"
+
+
+def windows_mismatch_text(rank: int, peer: int, ours: int, theirs: int, seq: int) -> str:
+    """What a rank reports when a zero-copy call's fingerprints agreed but its buffers and ``peer``'s are of
+    different registrations (windows tags ``ours`` and ``theirs``)."""
+    return (f"rank {rank} called {_windows(ours)}, rank {peer} called {_windows(theirs)} (zero-copy): the ranks' "
+            f"calls do not match (checked call {seq} of the communicator; found on the device before any output was "
+            "written). A zero-copy call reaches each peer's buffer of the registration its own buffer belongs to "
+            "(register_buffer pairs every rank's k-th registration), so for each argument every rank passes a "
+            "buffer of the same registration")
 
 
 def is_zero_copy(fp: int) -> bool:

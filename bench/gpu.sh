@@ -16,13 +16,14 @@ started=$SECONDS
 source bench/gpu_env.sh
 mps=${MPS:-0}
 budget=${BUDGET_S:-$([ "$mps" = 1 ] && echo 510 || echo 0)}  # 0: no budget
-RUNNERS="primitives_tests collectives_tests callcheck_tests port_tests graph_replays soak executor_tests nccl_api_served"
+RUNNERS="primitives_tests collectives_tests callcheck_tests port_tests graph_replays soak soak_collectives executor_tests
+  nccl_api_served"
 NCCL_STEPS="primitives_bench nccl_api_tests allreduce_graph allreduce_tune_packet allreduce_tune_simple all_gather_graph
   reduce_scatter_graph all_to_all_graph broadcast_graph tp_decode allreduce_eager"  # torch.distributed or cupy NCCL
 TWO_RANK_STEPS="primitives_bench port_bench pipeline_mlp"
 NAMED_ONLY="verbs_tests"  # a part of another step (collectives_tests): runs only when STEPS names it
 declare -A LIMIT=([primitives_tests]=180 [collectives_tests]=300 [callcheck_tests]=180 [port_tests]=240 [graph_replays]=300 [soak]=420
-                  [executor_tests]=420
+                  [soak_collectives]=480 [executor_tests]=420
                   [shrink_after_death]=300)
 
 mps_start() {  # a fresh MPS control daemon with its own pipe and log folders; every rank gets 100/NP of the SMs
@@ -98,6 +99,7 @@ steps() {  # every step at $np ranks
   # no MPI (mpirun ends the job when a rank dies): the runner spawns NP ranks; the last kills itself mid all-reduce
   run shrink_after_death python3 tests/gpu/run_shrink.py --np "$np" --iters "${SHRINK_ITERS:-10000}" --json "$out/shrink.json"
   run soak "${MPI[@]}" python3 tests/fault/soak.py --iters "${SOAK_ITERS:-100000}" --report 20000
+  run soak_collectives "${MPI[@]}" python3 tests/fault/soak_collectives.py --iters "${SOAK_ITERS:-100000}" --report 20000
   run allreduce_graph "${MPI[@]}" python3 -m pymscclpp.bench -b 1K -e 1G -f 4 --graph --check --json "$out/allreduce_graph.json"
   run allreduce_tune_packet "${MPI[@]}" python3 -m pymscclpp.bench -b 16K -e 1M -f 2 --graph --check --algo packet_wide --json "$out/tune_packet_wide.json"
   run allreduce_tune_simple "${MPI[@]}" python3 -m pymscclpp.bench -b 256K -e 32M -f 2 --graph --check --algo simple --json "$out/tune_simple.json"

@@ -1,7 +1,7 @@
 """Cases passed in a GPU runner's log, as ``passed/total`` (``?`` when the log has no count): gpu.sh's matrix cell.
 
 Reads the runners' own summary lines: ``N cases, F failed`` (run_cases, executor, NCCL API), the port
-runner's JSON lines (``"ok": true``) and the soak's ``soak: N all-reduces``.
+runner's JSON lines (``"ok": true``) and the soaks' ``soak: N all-reduces`` (``soak: N calls``).
 """
 
 from __future__ import annotations
@@ -11,8 +11,8 @@ import re
 import sys
 
 _CASES = re.compile(r"(\d+) cases, (\d+) failed")
-_SOAK = re.compile(r"soak: (\d+) all-reduces .* every result exact")
-_SOAK_PROGRESS = re.compile(r"^(\d+) all-reduces ok")
+_SOAK = re.compile(r"soak: (\d+ (?:all-reduces|calls)) .*every result exact")
+_SOAK_PROGRESS = re.compile(r"^(\d+) (all-reduces|calls) ok")
 
 
 def passed(text: str) -> str:
@@ -25,9 +25,9 @@ def passed(text: str) -> str:
         return f"{sum(1 for row in port if row['ok'])}/{len(port)} run"
     soak = _SOAK.search(text)
     if soak:
-        return f"{soak.group(1)} all-reduces"
-    progress = [int(m.group(1)) for line in text.splitlines() if (m := _SOAK_PROGRESS.match(line))]
-    return f"{max(progress)} all-reduces, then stopped" if progress else "?"
+        return soak.group(1)
+    progress = [(int(m.group(1)), m.group(2)) for line in text.splitlines() if (m := _SOAK_PROGRESS.match(line))]
+    return "{} {}, then stopped".format(*max(progress)) if progress else "?"
 
 
 if __name__ == "__main__":

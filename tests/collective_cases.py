@@ -601,3 +601,30 @@ def zero_copy_calls_of_two_sizes_on_two_grids(comm, state, count: int) -> str:
     finally:
         grid.SMALL_CALL_BYTES = real
     raise AssertionError("calls of two sizes on two grids and nothing failed")
+
+
+def zero_copy_calls_on_buffers_of_other_registrations(comm, state, collective: str, count: int) -> tuple:
+    """Every rank registers buffers A and B, then makes a zero-copy ``collective`` on them that agrees in every
+    field of its fingerprint, but rank 0 passes (A, B) where rank 1 passes (B, A) (broadcast: rank 1, the root,
+    in place on B): each rank would reach the peer's buffer of its own buffer's registration, so the call check
+    fails the call on every rank before any output is written; (the error's text, whether both buffers are as
+    they were)."""
+    from pymscclpp.errors import CallMismatchError
+    from pymscclpp.runtime.memory import alloc, view_as
+    a, b = (view_as(alloc(4 * count), np.float32) for _ in range(2))
+    comm.register_buffer(a)
+    comm.register_buffer(b)
+    a.copy_to_device(np.full(count, 1 + comm.rank, np.float32))
+    b.copy_to_device(np.full(count, -7, np.float32))
+    try:
+        if collective == "broadcast":
+            comm.broadcast(*((a, b) if comm.rank == 0 else (b,)), root=1, algo="simple")
+        else:
+            send, recv = (a, b) if comm.rank == 0 else (b, a)
+            comm.all_reduce(send, recv, algo="rsag")
+        cuda.synchronize()
+        comm.check_device_errors()
+    except CallMismatchError as exc:
+        kept = bool(np.all(a.copy_to_host() == 1 + comm.rank) and np.all(b.copy_to_host() == -7))
+        return str(exc), kept
+    raise AssertionError("zero-copy calls on buffers of other registrations and nothing failed")

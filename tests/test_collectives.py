@@ -190,6 +190,23 @@ def test_a_zero_copy_call_meeting_staged_ones_fails_the_call_check_on_every_rank
     assert "rank 0 called all_reduce of 999 float32 on registered buffers (zero-copy)" in texts[1], texts
 
 
+def test_zero_copy_calls_on_buffers_of_other_registrations_fail_the_call_check_on_every_rank_writing_nothing():
+    texts = _failing_run(cases.zero_copy_calls_on_buffers_of_other_registrations, collective="all_reduce", count=999)
+    assert texts[0][0].startswith("rank 0 called all_reduce on buffers of registrations 0 and 1, rank 1 called "
+                                  "all_reduce on buffers of registrations 1 and 0 (zero-copy): the ranks' calls do "
+                                  "not match"), texts
+    assert texts[1][0].startswith("rank 1 called all_reduce on buffers of registrations 1 and 0, rank 0 called "
+                                  "all_reduce on buffers of registrations 0 and 1"), texts
+    assert all(kept for _, kept in texts), texts
+
+
+def test_a_zero_copy_broadcast_in_place_on_the_root_and_out_of_place_elsewhere_fails_on_every_rank():
+    texts = _failing_run(cases.zero_copy_calls_on_buffers_of_other_registrations, collective="broadcast", count=333)
+    assert "rank 0 called broadcast on buffers of registrations 0 and 1, rank 1 called broadcast on buffers of " \
+           "registration 1 (zero-copy)" in texts[0][0], texts
+    assert all(kept for _, kept in texts), texts
+
+
 def test_broadcast_without_a_root_says_the_root_is_required():
     texts = pool(2).run(cases.broadcast_without_root)
     assert all(t.startswith("broadcast: root is required: the rank whose buffer every rank gets, 0 to 1") for t in texts)
@@ -197,6 +214,8 @@ def test_broadcast_without_a_root_says_the_root_is_required():
 
 _ZERO_COPY_EXCHANGES = [("all_gather", 2, 301, "float32", False, "simple", False),
                         ("all_gather", 3, 130, "float16", False, "read", False),
+                        ("all_gather", 2, 301, "float32", True, "simple", False),
+                        ("all_gather", 3, 131, "bfloat16", True, "read", False),
                         ("all_gather", 4, 77, "int32", True, "read", True),
                         ("all_gather", 2, 55, "uint8", False, "simple", True),
                         ("all_to_all", 2, 213, "float32", False, "simple", False),

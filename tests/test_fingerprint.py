@@ -76,3 +76,15 @@ def test_a_pair_whose_descriptors_agree_but_did_not_read_zero_copy_says_so():
     fp = fpr.pack("all_to_allv", 4096, "float32", "sum", 0)
     text = fpr.pair_mismatch_text(0, 1, fp, fp, False)
     assert "did not read zero-copy" in text and "rank 1 sends it 1024 float32" in text, text
+
+
+def test_windows_tags_differ_for_any_other_registration_or_order_and_name_them():
+    tags = {fpr.windows_tag("all_reduce", serials) for serials in ([0], [1], [0, 1], [1, 0], [0, 0], [-1], [-1, -1],
+                                                                  [2046, 2045])}
+    assert len(tags) == 8 and 0 not in tags
+    assert fpr.windows_tag("all_gather", [0]) != fpr.windows_tag("all_reduce", [0])
+    text = fpr.windows_mismatch_text(0, 1, fpr.windows_tag("broadcast", [0, 2046]),
+                                     fpr.windows_tag("broadcast", [-1]), 5)
+    assert text.startswith("rank 0 called broadcast on buffers of registrations 0 and 2046, rank 1 called broadcast "
+                           "on buffers mapped when captured (zero-copy): the ranks' calls do not match (checked call "
+                           "5 of the communicator"), text

@@ -90,11 +90,14 @@ def _windows(tag: int) -> str:
     collective = tag >> _TAG_COLLECTIVE_AT
     name = COLLECTIVES[collective - 1] if 0 < collective <= len(COLLECTIVES) else f"collective {collective}"
     tag &= (1 << _TAG_COLLECTIVE_AT) - 1
-    parts = []
+    codes = []
     while tag:
-        code, tag = tag & ((1 << WINDOW_BITS) - 1), tag >> WINDOW_BITS
-        parts.append("a buffer mapped at a captured call" if code == 1 else f"registration {code - 2}")
-    return f"{name} on buffers of {' and '.join(parts)}"
+        codes.append(tag & ((1 << WINDOW_BITS) - 1))
+        tag >>= WINDOW_BITS
+    if all(code == 1 for code in codes):
+        return f"{name} on buffers mapped when captured"
+    parts = [f"{code - 2}" if code > 1 else "one mapped when captured" for code in codes]
+    return f"{name} on buffers of registration{'s' if len(parts) > 1 else ''} {' and '.join(parts)}"
 
 
 def windows_mismatch_text(rank: int, peer: int, ours: int, theirs: int, seq: int) -> str:

@@ -530,3 +530,10 @@ def two_communicators_alternate(comm, state, rounds: int):
     finally:
         _sync(comm)
         comm2.close()
+
+
+def soak_collectives(comm, state, iters: int, seed: int = 0) -> list:
+    """``soak_collectives.soak`` of ``iters`` calls at the simulator's sizes: ((collective, algorithm, kernel),
+    calls) of what served them, every result checked."""
+    from fault.soak_collectives import SIM_SIZES, soak
+    return sorted(soak(comm, iters=iters, seed=seed, sizes=SIM_SIZES).items())

@@ -131,10 +131,15 @@ class Drawn:
 
 
 def draw(seed: int, sizes: tuple[int, ...], registered_share: float, nranks: int) -> Drawn:
-    """Call ``seed`` of the soak (the same on every rank)."""
+    """Call ``seed`` of the soak (the same on every rank): the collectives in turn, each through the sizes in turn;
+    of every ``1 / (1 - registered_share)`` such rounds the first on plain buffers, the others on registered ones
+    (so every collective meets every size both ways); dtype, op, root and in place drawn."""
     rng = random.Random(seed)
-    return Drawn(rng.choice(COLLECTIVES), rng.choice(sizes), rng.choice(DTYPES), rng.choice(OPS),
-                 rng.random() < 0.3, rng.random() < registered_share, rng.randrange(nranks), seed)
+    n = len(COLLECTIVES)
+    rounds = round(1 / (1 - registered_share)) if registered_share < 1 else 0
+    registered = not rounds or seed // (n * len(sizes)) % rounds != 0
+    return Drawn(COLLECTIVES[seed % n], sizes[seed // n % len(sizes)], rng.choice(DTYPES), rng.choice(OPS),
+                 rng.random() < 0.3, registered, rng.randrange(nranks), seed)
 
 
 class Soak:
@@ -250,7 +255,8 @@ def main() -> int:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--max-bytes", type=int, default=max(SIM_SIZES if IS_SIM else GPU_SIZES),
                     help="the largest call (nccl-tests bytes); the sizes are those of the default list up to it")
-    ap.add_argument("--registered", type=float, default=0.75, help="the share of calls on registered buffers")
+    ap.add_argument("--registered", type=float, default=0.75,
+                    help="the share of calls on registered buffers (1 - 1/k for a whole k)")
     args = ap.parse_args()
     sizes = tuple(s for s in (SIM_SIZES if IS_SIM else GPU_SIZES) if s <= args.max_bytes) or (args.max_bytes,)
     comm = pymscclpp.Communicator.from_mpi()

@@ -11,6 +11,7 @@ from fault import cases
 from fault.conftest import pool
 
 SOAK_S = float(os.environ.get("PYMSCCLPP_SOAK_S", "12"))  # GPUs: tests/fault/soak.py --iters 100000 under mpirun
+SOAK_TABLE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "soak_table.json")  # every kernel at small sizes
 
 
 def test_soak_many_small_all_reduces_every_result_exact(record_property):
@@ -18,6 +19,20 @@ def test_soak_many_small_all_reduces_every_result_exact(record_property):
     assert counts[0] == counts[1] and counts[0] >= max(8, SOAK_S), counts
     record_property("soak_all_reduces", counts[0])
     print(f"\nsoak: {counts[0]} all-reduces on 2 ranks in ~{SOAK_S:.0f} s, every result checked")
+
+
+@pytest.mark.parametrize("size,iters", [(2, 120), (3, 90)])
+def test_soak_of_every_collective_on_registered_and_plain_buffers_is_exact_and_reaches_every_zero_copy_kernel(
+        size, iters):
+    # GPUs: tests/fault/soak_collectives.py --iters 100000 under mpirun, the default table at sizes to 16 MB
+    served = pool(size, PYMSCCLPP_TUNING_FILE=SOAK_TABLE).run(cases.soak_collectives, iters=iters, timeout=300)[0]
+    assert sum(calls for _, calls in served) == iters, served
+    kernels = {(collective, kernel) for (collective, _, kernel), _ in served}
+    zero_copy = {("all_reduce", "all_reduce_zero_copy_simple"), ("reduce_scatter", "reduce_scatter_zero_copy_simple"),
+                 ("all_gather", "exchange_zero_copy_simple"), ("all_to_all", "exchange_zero_copy_simple"),
+                 ("broadcast", "broadcast_zero_copy_simple"), ("all_gather", "exchange_push_zero_copy_simple")}
+    staged = {("all_reduce", "reduce_ll"), ("all_gather", "exchange_ll"), ("broadcast", "broadcast_ll")}
+    assert zero_copy | staged <= kernels, sorted(kernels)
 
 
 def test_packet_flag_preset_near_2_pow_32_skips_zero_and_alternates_parity_across_the_wrap():

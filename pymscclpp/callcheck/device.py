@@ -32,6 +32,20 @@ def slot_of(seq, rank, nranks):
 
 
 @cuda.jit(device=True)
+def _post_word(area, at, word, seq):
+    """The int64 ``word`` as the LL16 packet at ``at`` of a peer's ``area``, flagged ``seq``."""
+    f = np.uint32(seq)
+    store_v4_volatile(area, at, np.uint32(word & 0xFFFFFFFF), f, np.uint32(word >> 32), f)
+
+
+@cuda.jit(device=True)
+def _read_word(call_check, at, seq, peer, op):
+    """(the int64 of the LL16 packet at ``at`` of our area once ``peer`` flagged it ``seq``, whether it came)."""
+    a, c, got = prim.read_packet_ll16_from(call_check.inbox, at, seq, call_check, peer, op)
+    return (np.int64(c) << np.int64(32)) | np.int64(a), got
+
+
+@cuda.jit(device=True)
 def begin_call(call_check, fingerprint, rank, nranks):
     """``post_call`` of a call that maps no peer buffers of its own."""
     return post_call(call_check, fingerprint, 0, rank, nranks)
@@ -47,13 +61,10 @@ def post_call(call_check, fingerprint, tag, rank, nranks):
     tid = cuda.threadIdx.x
     seq = call_seq(call_check)
     if cuda.blockIdx.x == 0 and tid < nranks - 1:
-        f = np.uint32(seq)
         at = slot_of(seq, rank, nranks)
         if tag != 0:
-            store_v4_volatile(call_check.peers[tid], at + prim.LL16_BYTES, np.uint32(tag & 0xFFFFFFFF), f,
-                              np.uint32(tag >> 32), f)
-        store_v4_volatile(call_check.peers[tid], at, np.uint32(fingerprint & 0xFFFFFFFF), f,
-                          np.uint32(fingerprint >> 32), f)
+            _post_word(call_check.peers[tid], at + prim.LL16_BYTES, tag, seq)
+        _post_word(call_check.peers[tid], at, fingerprint, seq)
     return seq
 
 
@@ -85,21 +96,16 @@ def compare_calls(call_check, fingerprint, tag, seq, rank, nranks, op):
     if tid < nranks - 1:
         p = peer_rank(tid, rank)
         at = slot_of(seq, p, nranks)
-        a, c, got = prim.read_packet_ll16_from(call_check.inbox, at, seq, call_check, p, op)
-        theirs = (np.int64(c) << np.int64(32)) | np.int64(a)
-        if not got:
-            bad = 1
-        elif theirs != fingerprint:
+        theirs, got = _read_word(call_check, at, seq, p, op)
+        if got and theirs != fingerprint:
             record_mismatch(call_check.err, op, rank, p, seq, fingerprint, theirs)
-            bad = 1
-        elif tag != 0:
-            a, c, got = prim.read_packet_ll16_from(call_check.inbox, at + prim.LL16_BYTES, seq, call_check, p, op)
-            theirs = (np.int64(c) << np.int64(32)) | np.int64(a)
-            if not got:
-                bad = 1
-            elif theirs != tag:
+            got = False
+        elif got and tag != 0:
+            theirs, got = _read_word(call_check, at + prim.LL16_BYTES, seq, p, op)
+            if got and theirs != tag:
                 record_mismatch(call_check.err, OP_WINDOWS, rank, p, seq, tag, theirs)
-                bad = 1
+                got = False
+        bad = 0 if got else 1
     bad = cuda.syncthreads_or(bad)  # every thread of the block has read its sequence word
     k = cuda.blockIdx.x + tid * cuda.gridDim.x
     while k < call_check.counts.size:

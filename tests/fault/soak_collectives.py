@@ -1,13 +1,14 @@
-"""Soak every collective under mpirun on GPUs (or the simulator): calls of many sizes, dtypes and ops, in and out
-of place, on registered buffers (zero-copy) and plain ones (staged), the selection choosing; every result checked.
+"""Soak every collective and verb under mpirun on GPUs (or the simulator): calls of many sizes, dtypes and ops, in
+and out of place, on registered buffers (zero-copy) and plain ones (staged), the selection choosing; every result
+checked.
 
     mpirun -np 8 python tests/fault/soak_collectives.py --iters 100000
 
 Every rank draws the same calls from ``--seed``. A call's inputs are a hash of (call, rank, element) that kernels
 write and check where the data lies (no host copy of a large buffer), so a stale, misplaced, unreduced or
-half-written element fails the call; outputs are poisoned before each out-of-place call and send buffers checked
-after it. Prints a line per ``--report`` calls and a summary; exits 1 on the first wrong element or error, naming
-the call, the algorithm and kernel that served it and the element.
+half-written element fails the call; outputs are poisoned before each call and send buffers checked after it.
+Prints a line per ``--report`` calls and what served how many calls; exits 1 on the first wrong element or error,
+naming the call, the algorithm and kernel that served it and the element.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ import sys
 import time
 from collections import Counter
 from dataclasses import dataclass
+from typing import Callable
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 
@@ -36,11 +38,12 @@ LIMIT = 128  # every result is in [-LIMIT, LIMIT] (sums of up to 16 ranks): exac
 DTYPES = ("float32", "int32", "bfloat16", "float16")
 OPS = ("sum", "max", "min")
 COLLECTIVES = ("all_reduce", "all_gather", "reduce_scatter", "broadcast", "all_to_all")
-AR, AG, RS, BC, A2A, SENT = range(6)  # what an element holds: a collective's result, or the rank's own input
-KIND = {"all_reduce": AR, "all_gather": AG, "reduce_scatter": RS, "broadcast": BC, "all_to_all": A2A}
-POISON = 0x7FFF  # in every element of an out-of-place call's output before the call (no result's bit pattern)
+VERBS = ("reduce", "gather", "scatter", "all_to_allv", "send_recv")
+IN_PLACE = frozenset(COLLECTIVES + ("reduce", "gather", "scatter"))  # what may be drawn in place
+PER_SLOT = frozenset(("all_gather", "reduce_scatter", "all_to_all", "gather", "scatter", "all_to_allv"))
+POISON = 0x7FFF  # in every element of an output before the call (no result's bit pattern)
 GPU_SIZES = (4, 1 << 10, 16 << 10, 64 << 10, 256 << 10, 1 << 20, 3 << 20, 5 << 20, 16 << 20)  # bytes, nccl-tests
-SIM_SIZES = (4, 64, 512, 1 << 10, 1536, 3 << 10)
+SIM_SIZES = (4, 512, 1 << 10, 1536, 3 << 10)
 
 
 @cuda.jit(device=True)
@@ -54,12 +57,13 @@ def value(seed, rank, i):
 
 
 @cuda.jit(device=True)
-def expected(kind, op, seed, rank, nranks, count, root, i):
-    """Element ``i`` of what ``kind`` leaves in rank ``rank``'s buffer (``count`` elements a slot)."""
-    if kind == AR or kind == RS:
-        j = i + rank * count if kind == RS else i
+def expected(seed, layout, i):
+    """Element ``i`` of a buffer laid out as ``layout`` says (``copies``, ``reduced``)."""
+    nseg, op = layout[0], layout[1]
+    if op >= 0:
+        j = layout[3 + 2 * nseg] + i
         acc = value(seed, 0, j)
-        for r in range(1, nranks):
+        for r in range(1, layout[2]):
             v = value(seed, r, j)
             if op == 0:
                 acc += v
@@ -68,13 +72,22 @@ def expected(kind, op, seed, rank, nranks, count, root, i):
             else:
                 acc = min(acc, v)
         return acc
-    if kind == AG:
-        return value(seed, i // count, i % count)
-    if kind == A2A:
-        return value(seed, i // count, rank * count + i % count)
-    if kind == BC:
-        return value(seed, root, i)
-    return value(seed, rank, i)
+    k = 0
+    while k + 1 < nseg and layout[4 + k] <= i:
+        k += 1
+    return value(seed, layout[3 + nseg + k], layout[3 + 2 * nseg + k] + i - layout[3 + k])
+
+
+def copies(*segments: tuple[int, int, int]) -> np.ndarray:
+    """The layout of a buffer whose elements from ``start`` on hold rank ``rank``'s inputs from its element ``first``
+    on, for each ``(start, rank, first)`` in ascending ``start`` (the first at 0)."""
+    seg = np.array(segments, np.int64).reshape(-1, 3)
+    return np.concatenate([[len(seg), -1, 0], seg[:, 0], seg[:, 1], seg[:, 2]]).astype(np.int64)
+
+
+def reduced(op: str, nranks: int, first: int) -> np.ndarray:
+    """The layout of a buffer holding every rank's inputs from element ``first`` on, reduced with ``op``."""
+    return np.array([1, OPS.index(op), nranks, 0, 0, first], np.int64)
 
 
 @cuda.jit
@@ -91,17 +104,17 @@ def poison(words):
 
 
 @cuda.jit
-def check(words, bits, kind, op, seed, rank, nranks, count, root, found):
+def check(words, bits, seed, layout, found):
     """Count the elements of ``words`` that differ from ``expected`` (``found[0]``), the first in ``found[1]``."""
     for i in range(cuda.grid(1), words.size, cuda.gridsize(1)):
-        if words[i] != bits[expected(kind, op, seed, rank, nranks, count, root, i) + LIMIT]:
+        if words[i] != bits[expected(seed, layout, i) + LIMIT]:
             cuda.atomic.add(found, 0, 1)
             cuda.atomic.min(found, 1, i)
 
 
 @cuda.jit
-def expected_at(out, bits, kind, op, seed, rank, nranks, count, root, i):
-    out[0] = bits[expected(kind, op, seed, rank, nranks, count, root, i) + LIMIT]
+def expected_at(out, bits, seed, layout, i):
+    out[0] = bits[expected(seed, layout, i) + LIMIT]
 
 
 def _grid(n: int) -> tuple[int, int]:
@@ -110,8 +123,8 @@ def _grid(n: int) -> tuple[int, int]:
 
 @dataclass(frozen=True)
 class Drawn:
-    """One call of the soak: collective, bytes (nccl-tests sizes), dtype, op, in place, on registered buffers, root,
-    and its seed (the call's number: every call's inputs differ)."""
+    """One call of the soak: collective or verb, bytes (nccl-tests sizes), dtype, op, in place, on registered
+    buffers, root, and its seed (the call's number: every call's inputs differ)."""
 
     collective: str
     nbytes: int
@@ -124,22 +137,36 @@ class Drawn:
 
     def __str__(self) -> str:
         where = "registered" if self.registered else "plain"
-        return (f"call {self.seed}: {self.collective} of {self.nbytes} bytes of {self.dtype}"
-                f"{' ' + self.op if self.collective in ('all_reduce', 'reduce_scatter') else ''}"
-                f"{f' from root {self.root}' if self.collective == 'broadcast' else ''}, "
+        op = f" {self.op}" if self.collective in ("all_reduce", "reduce_scatter", "reduce") else ""
+        root = f" with root {self.root}" if self.collective in ("broadcast", "reduce", "gather", "scatter") else ""
+        return (f"call {self.seed}: {self.collective} of {self.nbytes} bytes of {self.dtype}{op}{root}, "
                 f"{'in place' if self.in_place else 'out of place'}, {where} buffers")
 
 
-def draw(seed: int, sizes: tuple[int, ...], registered_share: float, nranks: int) -> Drawn:
-    """Call ``seed`` of the soak (the same on every rank): the collectives in turn, each through the sizes in turn;
-    of every ``1 / (1 - registered_share)`` such rounds the first on plain buffers, the others on registered ones
-    (so every collective meets every size both ways); dtype, op, root and in place drawn."""
+def draw(seed: int, sizes: tuple[int, ...], registered_share: float, nranks: int,
+         ops: tuple[str, ...] = COLLECTIVES + VERBS) -> Drawn:
+    """Call ``seed`` of the soak (the same on every rank): the ``ops`` in turn, each through the sizes in turn; of
+    every ``1 / (1 - registered_share)`` such rounds the first on plain buffers, the others on registered ones (so
+    every op meets every size both ways); dtype, op, root and in place drawn."""
     rng = random.Random(seed)
-    n = len(COLLECTIVES)
+    n = len(ops)
     rounds = round(1 / (1 - registered_share)) if registered_share < 1 else 0
     registered = not rounds or seed // (n * len(sizes)) % rounds != 0
-    return Drawn(COLLECTIVES[seed % n], sizes[seed // n % len(sizes)], rng.choice(DTYPES), rng.choice(OPS),
-                 rng.random() < 0.3, registered, rng.randrange(nranks), seed)
+    collective = ops[seed % n]
+    in_place = rng.random() < 0.3 and collective in IN_PLACE
+    return Drawn(collective, sizes[seed // n % len(sizes)], rng.choice(DTYPES), rng.choice(OPS), in_place,
+                 registered, rng.randrange(nranks), seed)
+
+
+@dataclass
+class Plan:
+    """A drawn call on this rank: outputs to poison, then inputs to fill with our inputs, the call, then each
+    (buffer, layout, what) to check."""
+
+    poisons: list
+    fills: list
+    call: Callable[[], None]
+    checks: list
 
 
 class Soak:
@@ -167,73 +194,130 @@ class Soak:
             self._bits[dtype] = cuda.to_device(np.ascontiguousarray(words))
         return self._bits[dtype]
 
-    def run(self, c: Drawn) -> str | None:
-        """Make call ``c`` and check it: None, or what was wrong."""
-        comm, n, r = self.comm, self.comm.size, self.comm.rank
+    def plan(self, c: Drawn) -> tuple[Plan, int]:
+        """What call ``c`` does on this rank, and its count (elements a slot, or of the buffer)."""
+        comm, n, r, root, name = self.comm, self.comm.size, self.comm.rank, c.root, c.collective
         d = np_dtype(c.dtype)
         word = np.dtype(f"uint{8 * d.itemsize}")
-        jitter = c.seed % 4  # counts that are not multiples of 16 bytes too
-        per_rank = c.collective in ("all_gather", "reduce_scatter", "all_to_all")
-        count = max(1, c.nbytes // (d.itemsize * (n if per_rank else 1)) - jitter)
-        send_raw, recv_raw = self.registered if c.registered else self.plain
-        total = n * count if per_rank else count  # elements of the send buffer (all_gather: of the receive one)
+        count = max(1, c.nbytes // (d.itemsize * (n if name in PER_SLOT else 1)) - c.seed % 4)  # odd counts too
+        s_raw, r_raw = self.registered if c.registered else self.plain
 
-        def typed(raw, first, k):
+        def buf(raw, first, k):  # (typed view, word view) of k elements from element ``first`` of ``raw``
             return view_as(raw, d, first * d.itemsize, k), view_as(raw, word, first * d.itemsize, k)
 
-        kind, op = KIND[c.collective], OPS.index(c.op)
-        root, bits = c.root, self.bits(c.dtype)
-        if c.collective == "all_gather":
-            (recv, recv_w) = typed(recv_raw, 0, total)
-            send, send_w = typed(recv_raw, r * count, count) if c.in_place else typed(send_raw, 0, count)
-            out, out_w = recv, recv_w
-        elif c.collective == "reduce_scatter":
-            send, send_w = typed(recv_raw if c.in_place else send_raw, 0, total)
-            out, out_w = typed(recv_raw, r * count if c.in_place else 0, count)
-        else:
-            send, send_w = typed(recv_raw if c.in_place else send_raw, 0, total)
-            out, out_w = (send, send_w) if c.in_place else typed(recv_raw, 0, total)
-        if not c.in_place or c.collective in ("all_gather", "broadcast"):
-            poison[_grid(out_w.size)](out_w)
-        if c.collective != "broadcast" or not c.in_place or r == root:
-            fill[_grid(send_w.size)](send_w, bits, c.seed, r)
-        into = None if c.in_place and c.collective != "all_gather" and c.collective != "reduce_scatter" else out
-        if c.collective == "broadcast":
-            comm.broadcast(send, into, root=root)
-        elif c.collective in ("all_reduce", "reduce_scatter"):
-            getattr(comm, c.collective)(send, into, op=c.op)
-        else:
-            getattr(comm, c.collective)(send, into)
+        ip = c.in_place
+        mine = copies((0, r, 0))  # a send buffer after the call: our inputs
+        if name in ("all_reduce", "all_to_all", "broadcast"):
+            total = n * count if name == "all_to_all" else count
+            send = buf(r_raw if ip else s_raw, 0, total)
+            out = send if ip else buf(r_raw, 0, total)
+            into = None if ip else out[0]
+            layout = {"all_reduce": lambda: reduced(c.op, n, 0), "broadcast": lambda: copies((0, root, 0)),
+                      "all_to_all": lambda: copies(*[(p * count, p, r * count) for p in range(n)])}[name]()
+            call = {"all_reduce": lambda: comm.all_reduce(send[0], into, op=c.op),
+                    "all_to_all": lambda: comm.all_to_all(send[0], into),
+                    "broadcast": lambda: comm.broadcast(send[0], into, root=root)}[name]
+            sent = name != "broadcast" or not ip or r == root
+            return Plan([out[1]], [send[1]] if sent else [], call,
+                        [(out[1], layout, "output")] + ([] if ip else [(send[1], mine, "send buffer")])), count
+        if name == "all_gather":
+            out = buf(r_raw, 0, n * count)
+            send = buf(r_raw, r * count, count) if ip else buf(s_raw, 0, count)
+            return Plan([out[1]], [send[1]], lambda: comm.all_gather(send[0], out[0]),
+                        [(out[1], copies(*[(p * count, p, 0) for p in range(n)]), "output")]
+                        + ([] if ip else [(send[1], mine, "send buffer")])), count
+        if name == "reduce_scatter":
+            send = buf(r_raw if ip else s_raw, 0, n * count)
+            out = buf(r_raw, r * count if ip else 0, count)
+            return Plan([out[1]], [send[1]], lambda: comm.reduce_scatter(send[0], out[0], op=c.op),
+                        [(out[1], reduced(c.op, n, r * count), "output")]
+                        + ([] if ip else [(send[1], mine, "send buffer")])), count
+        if name == "reduce":
+            send = buf(r_raw if ip else s_raw, 0, count)
+            out = send if ip else buf(r_raw, 0, count)
+            at_root = r == root
+            checks = [(out[1], reduced(c.op, n, 0), "output")] if at_root else []
+            if not (ip and at_root):
+                checks.append((send[1], mine, "send buffer"))
+            return Plan([out[1]] if at_root else [], [send[1]],
+                        lambda: comm.reduce(send[0], None if ip or not at_root else out[0], root=root, op=c.op),
+                        checks), count
+        if name == "gather":
+            at_root = r == root
+            out = buf(r_raw, 0, n * count)
+            send = buf(r_raw, r * count, count) if ip and at_root else buf(s_raw, 0, count)
+            checks = [(out[1], copies(*[(p * count, p, 0) for p in range(n)]), "output")] if at_root else []
+            if not (ip and at_root):
+                checks.append((send[1], mine, "send buffer"))
+            return Plan([out[1]] if at_root else [], [send[1]],
+                        lambda: comm.gather(send[0], out[0] if at_root else None, root=root), checks), count
+        if name == "scatter":
+            at_root = r == root
+            send = buf(r_raw if ip else s_raw, 0, n * count)
+            out = buf(r_raw, r * count if ip and at_root else 0, count)
+            checks = [(out[1], copies((0, root, r * count)), "output")]
+            if at_root and not ip:
+                checks.append((send[1], mine, "send buffer"))
+            return Plan([out[1]], [send[1]] if at_root else [],
+                        lambda: comm.scatter(send[0] if at_root else None, out[0], root=root), checks), count
+        if name == "all_to_allv":
+            unit = max(1, count // 3)  # rank p sends rank q counts[p][q] elements (at most 3 units): some none
+            counts = [[unit * ((p * 7 + q * 3 + c.seed) % 4 if p != q else 1 + (p + c.seed) % 3) for q in range(n)]
+                      for p in range(n)]
+            sent, got = counts[r], [counts[p][r] for p in range(n)]
+            send, out = buf(s_raw, 0, sum(sent)), buf(r_raw, 0, sum(got))
+            layout = copies(*[(sum(got[:p]), p, sum(counts[p][:r])) for p in range(n)])
+            return Plan([out[1]], [send[1]],
+                        lambda: comm.all_to_all(send[0], out[0], send_counts=sent, recv_counts=got),
+                        [(out[1], layout, "output"), (send[1], mine, "send buffer")]), count
+        shift = 1 + c.seed % (n - 1)  # send_recv: a ring shift
+        send, out = buf(s_raw, 0, count), buf(r_raw, 0, count)
+
+        def send_recv():
+            with comm.group():
+                comm.send(send[0], (r + shift) % n)
+                comm.recv(out[0], (r - shift) % n)
+        return Plan([out[1]], [send[1]], send_recv,
+                    [(out[1], copies((0, (r - shift) % n, 0)), "output"), (send[1], mine, "send buffer")]), count
+
+    def run(self, c: Drawn) -> str | None:
+        """Make call ``c`` and check it: None, or what was wrong."""
+        comm, bits = self.comm, self.bits(c.dtype)
+        plan, count = self.plan(c)
+        for words in plan.poisons:
+            poison[_grid(words.size)](words)
+        for words in plan.fills:
+            fill[_grid(words.size)](words, bits, c.seed, comm.rank)
+        plan.call()
         served = comm.last_algorithm(c.collective)
-        self.served[c.collective, served.name, served.last_kernel] += 1
-        checks = [(out_w, kind)]
-        if not c.in_place:
-            checks.append((send_w, SENT))
-        for words, k in checks:
+        name, kernel = (served.name, served.last_kernel) if served is not None else ("none", "none")
+        self.served[c.collective, name, kernel] += 1
+        for words, layout, what in plan.checks:
+            lay = cuda.to_device(layout)
             self.found.copy_to_device(np.array([0, words.size], np.int64))
-            check[_grid(words.size)](words, bits, k, op, c.seed, r, n, count, root, self.found)
+            check[_grid(words.size)](words, bits, c.seed, lay, self.found)
             bad, first = (int(x) for x in self.found.copy_to_host())
             comm.check_device_errors()
             if bad:
-                want = cuda.device_array(1, word)
-                expected_at[1, 1](want, bits, k, op, c.seed, r, n, count, root, first)
+                want = cuda.device_array(1, words.dtype)
+                expected_at[1, 1](want, bits, c.seed, lay, first)
                 got = int(words[first:first + 1].copy_to_host()[0])
-                what = "its send buffer" if k == SENT else "its output"
-                return (f"rank {r}: {c} ({count} elements a slot; served by {served.name!r}, kernel "
-                        f"{served.last_kernel}): {bad} elements of {what} wrong, the first element {first} is "
-                        f"{got:#x}, expected {int(want.copy_to_host()[0]):#x}")
+                return (f"rank {comm.rank}: {c} ({count} elements; served by {name!r}, kernel {kernel}): {bad} "
+                        f"elements of its {what} wrong, the first element {first} is {got:#x}, expected "
+                        f"{int(want.copy_to_host()[0]):#x}")
+        comm.check_device_errors()
         return None
 
 
 def soak(comm, iters: int = 0, seconds: float = 0.0, seed: int = 0, sizes: tuple[int, ...] = GPU_SIZES,
-         registered_share: float = 0.75, report: int = 0) -> Counter:
+         registered_share: float = 0.75, report: int = 0, ops: tuple[str, ...] = COLLECTIVES + VERBS) -> Counter:
     """Drawn calls, each checked, for ``iters`` calls or ``seconds`` (rank 0 decides when); the calls each
     (collective, algorithm, kernel) served. Raises AssertionError naming the first wrong element."""
     s = Soak(comm, max(sizes))
     start, done = time.monotonic(), 0
     try:
         while True:
-            wrong = s.run(draw(seed + done, sizes, registered_share, comm.size))
+            wrong = s.run(draw(seed + done, sizes, registered_share, comm.size, ops))
             if wrong:
                 raise AssertionError(wrong)
             done += 1
@@ -257,19 +341,21 @@ def main() -> int:
                     help="the largest call (nccl-tests bytes); the sizes are those of the default list up to it")
     ap.add_argument("--registered", type=float, default=0.75,
                     help="the share of calls on registered buffers (1 - 1/k for a whole k)")
+    ap.add_argument("--ops", default=",".join(COLLECTIVES + VERBS), help="comma-separated collectives and verbs")
     args = ap.parse_args()
     sizes = tuple(s for s in (SIM_SIZES if IS_SIM else GPU_SIZES) if s <= args.max_bytes) or (args.max_bytes,)
+    ops = tuple(args.ops.split(","))
     comm = pymscclpp.Communicator.from_mpi()
     start = time.monotonic()
     try:
         served = soak(comm, iters=args.iters, seed=args.seed, sizes=sizes, registered_share=args.registered,
-                      report=args.report)
+                      report=args.report, ops=ops)
         comm.barrier()
         if comm.rank == 0:
             for (collective, name, kernel), calls in sorted(served.items()):
                 print(f"  {collective:15s} {name:15s} {kernel:40s} {calls:7d} calls", flush=True)
-            print(f"soak: {sum(served.values())} calls of {len(COLLECTIVES)} collectives on {comm.size} ranks, every "
-                  f"result exact, {time.monotonic() - start:.1f} s", flush=True)
+            print(f"soak: {sum(served.values())} calls of {len(ops)} collectives and verbs on {comm.size} ranks, "
+                  f"every result exact, {time.monotonic() - start:.1f} s", flush=True)
         return 0
     except (AssertionError, pymscclpp.PymscclppError) as exc:
         print(f"rank {comm.rank}: {type(exc).__name__}: {exc}", file=sys.stderr, flush=True)

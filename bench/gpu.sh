@@ -16,10 +16,10 @@ started=$SECONDS
 source bench/gpu_env.sh
 mps=${MPS:-0}
 budget=${BUDGET_S:-$([ "$mps" = 1 ] && echo 510 || echo 0)}  # 0: no budget
-# (names a space apart: a line break would hide the name before it from the " $LIST " == *" name "* tests below)
+# NCCL_STEPS use NCCL. Names a space apart: a line break would hide the name before it from the " $LIST " == *" name "* tests
 RUNNERS="primitives_tests collectives_tests callcheck_tests port_tests graph_replays soak soak_collectives"
 RUNNERS+=" executor_tests nccl_api_served"
-NCCL_STEPS="primitives_bench nccl_api_tests allreduce_graph allreduce_tune_packet allreduce_tune_simple"  # they use NCCL
+NCCL_STEPS="primitives_bench nccl_api_tests allreduce_graph allreduce_tune_packet allreduce_tune_simple"
 NCCL_STEPS+=" all_gather_graph reduce_scatter_graph all_to_all_graph broadcast_graph tp_decode allreduce_eager"
 TWO_RANK_STEPS="primitives_bench port_bench pipeline_mlp"
 NAMED_ONLY="verbs_tests"  # a part of another step (collectives_tests): runs only when STEPS names it

@@ -16,7 +16,8 @@ started=$SECONDS
 source bench/gpu_env.sh
 mps=${MPS:-0}
 budget=${BUDGET_S:-$([ "$mps" = 1 ] && echo 510 || echo 0)}  # 0: no budget
-# NCCL_STEPS use NCCL. Names a space apart: a line break would hide the name before it from the " $LIST " == *" name "* tests
+# NCCL_STEPS use NCCL. The names stand a space apart: a line break would hide the name before it from the
+# " $LIST " == *" name "* tests below.
 RUNNERS="primitives_tests collectives_tests callcheck_tests port_tests graph_replays soak soak_collectives"
 RUNNERS+=" executor_tests nccl_api_served"
 NCCL_STEPS="primitives_bench nccl_api_tests allreduce_graph allreduce_tune_packet allreduce_tune_simple"

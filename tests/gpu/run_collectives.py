@@ -79,6 +79,26 @@ def _verbs(rng, size: int) -> list:
     return plan
 
 
+def _zero_copy(size: int) -> list:
+    """The zero-copy kernels on registered buffers (send and receive, in place the one), about 1 MB and 8 MB with
+    odd counts (calls on half the grid below 4 MB, on all of it above), each called twice."""
+    two_step = size > 2
+    plan = []
+    for collective, algo, inplace in [("all_gather", "read" if two_step else "simple", False),
+                                      ("all_gather", "read" if two_step else "simple", True),
+                                      ("all_gather", "push", False), ("all_to_all", "simple", False),
+                                      ("broadcast", "scatter_gather" if two_step else "simple", False),
+                                      ("broadcast", "scatter_gather" if two_step else "simple", True),
+                                      *([("broadcast", "push", False)] if two_step else [])]:
+        for total in ((1 << 18) + 3 * size, (2 << 20) + size):  # float32 elements of the larger buffer
+            count = total if collective == "broadcast" else total // size
+            plan.append((cases.exchanges_zero_copy, dict(collective=collective, count=count, dtype="float32",
+                                                         inplace=inplace, algo=algo, captured=False)))
+    for count, inplace in [((1 << 19) + 5, False), ((2 << 20) + 3, True)]:
+        plan.append((cases.all_reduce_registered, dict(count=count, dtype="float16", seed=count, inplace=inplace)))
+    return plan
+
+
 def main() -> int:
     only_verbs = sys.argv[1:] == ["--verbs"]  # just the verbs' cases (a quicker check of the exchange kernel)
     comm = pymscclpp.Communicator.from_mpi(MPI.COMM_WORLD)
@@ -105,6 +125,7 @@ def main() -> int:
     for case in ["size", "dtype", "host", "op"]:
         plan.append((cases.bad_input, dict(case=case)))
     plan += _other_collectives(rng, comm.size)
+    plan += _zero_copy(comm.size)
     plan += _verbs(rng, comm.size)
     failures = run_cases(comm, plan, "gpu collectives")
     comm.close()

@@ -40,16 +40,29 @@ def all_reduce(comm, state, count: int, dtype: str, op: str, seed: int, inplace:
             np.testing.assert_array_equal(send.copy_to_host(), x)
 
 
-def all_reduce_result(comm, state, count: int, dtype: str, seed: int, algo: str) -> np.ndarray:
-    """This rank's all_reduce result (sum) of rank-specific non-integer data, to compare across ranks."""
+def all_reduce_result(comm, state, count: int, dtype: str, seed: int, algo: str,
+                      registered: bool = False) -> np.ndarray:
+    """This rank's all_reduce result (sum) of rank-specific non-integer data, to compare across ranks;
+    ``registered``: on buffers registered with the communicator (its zero-copy kernel)."""
     import ml_dtypes
-    np_dtype = ml_dtypes.bfloat16 if dtype == "bfloat16" else np.dtype(dtype)
+    from pymscclpp.runtime.memory import alloc, view_as
+    np_dtype = np.dtype(ml_dtypes.bfloat16) if dtype == "bfloat16" else np.dtype(dtype)
     rng = np.random.default_rng([seed, comm.rank])
-    send = cuda.to_device(rng.standard_normal(count).astype(np_dtype))
-    recv = cuda.to_device(np.zeros(count, np_dtype))
+    if registered:
+        send, recv = (view_as(alloc(count * np_dtype.itemsize), np_dtype) for _ in range(2))
+        comm.register_buffer(send)
+        comm.register_buffer(recv)
+        send.copy_to_device(rng.standard_normal(count).astype(np_dtype))
+    else:
+        send = cuda.to_device(rng.standard_normal(count).astype(np_dtype))
+        recv = cuda.to_device(np.zeros(count, np_dtype))
     comm.all_reduce(send, recv, algo=algo)
     cuda.synchronize()
     comm.check_device_errors()
+    if registered:
+        assert comm.last_algorithm("all_reduce").last_kernel.endswith("zero_copy_simple")
+        comm.deregister_buffer(send)
+        comm.deregister_buffer(recv)
     return recv.copy_to_host()
 
 

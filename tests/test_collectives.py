@@ -41,13 +41,15 @@ def test_simple_all_reduce_runs_in_several_rounds(algo):
                                          inplace=True, algo=algo)
 
 
-@pytest.mark.parametrize("algo", ["packet", "simple", "rsag", "rsag_packet"])
-def test_all_reduce_algorithms_give_bit_identical_results_on_every_rank(algo):
+@pytest.mark.parametrize("algo,registered,size", [("packet", False, 4), ("simple", False, 4), ("rsag", False, 4),
+                                                   ("rsag_packet", False, 4), ("rsag", True, 4), ("push", True, 2)])
+def test_all_reduce_algorithms_give_bit_identical_results_on_every_rank(algo, registered, size):
     # bfloat16 sums of non-integers round at every step: equal results mean one reduction order everywhere
-    outs = pool(4).run(cases.all_reduce_result, count=1001, dtype="bfloat16", seed=11, algo=algo)
+    outs = pool(size).run(cases.all_reduce_result, count=1001, dtype="bfloat16", seed=11, algo=algo,
+                          registered=registered)
     assert all(o.tobytes() == outs[0].tobytes() for o in outs), algo
-    assert outs[0].tobytes() == pool(4).run(cases.all_reduce_result, count=1001, dtype="bfloat16", seed=11,
-                                            algo="packet")[0].tobytes()
+    assert outs[0].tobytes() == pool(size).run(cases.all_reduce_result, count=1001, dtype="bfloat16", seed=11,
+                                               algo="packet")[0].tobytes()
 
 
 @pytest.mark.parametrize("case", ["size", "dtype", "host", "op"])

@@ -277,7 +277,7 @@ def captured_calls_zero_copy(comm, state, count: int, dtype: str, inplace: bool)
             want = expected_allreduce(n, n * count, dtype, it, "sum")
             np.testing.assert_array_equal((send if inplace else out).copy_to_host(), want)
             windows = comm.extension("windows")
-            assert windows.captured == before + (1 if inplace else 2), (before, windows.captured)
+            assert windows.captured == before + 2, (before, windows.captured)  # in place: its buffer twice
             send.copy_to_device(rank_data(r, n * count, dtype, it + 7))
             shard = out[r * count:(r + 1) * count]
             comm.reduce_scatter(send, shard, algo="read")
@@ -347,9 +347,9 @@ def exchanges_zero_copy(comm, state, collective: str, count: int, dtype: str, in
                         captured: bool, repeat: int = 2) -> None:
     """all_gather, all_to_all (out of place) and broadcast with ``algo`` on registered buffers (the send and
     receive buffers, in place the receive buffer), or on unregistered ones while their stream is captured (the
-    capture check forced true, as the simulator has no graphs; a pulling broadcast out of place maps both buffers,
-    the others one), run their zero-copy kernel and equal the NumPy result on every rank, call after call, the
-    send buffer untouched."""
+    capture check forced true, as the simulator has no graphs; a pulling broadcast maps both buffers, in place its
+    one twice, the others one), run their zero-copy kernel and equal the NumPy result on every rank, call after
+    call, the send buffer untouched."""
     from pymscclpp.algos import zero_copy
     n, r = comm.size, comm.rank
     root = 1 % n
@@ -374,7 +374,7 @@ def exchanges_zero_copy(comm, state, collective: str, count: int, dtype: str, in
             cuda.synchronize()
             comm.check_device_errors()
             if captured:
-                maps = 2 if collective == "broadcast" and not inplace and algo != "push" else 1
+                maps = 2 if collective == "broadcast" and algo != "push" else 1
                 assert comm.extension("windows").captured == before + maps
             np.testing.assert_array_equal(recv.copy_to_host(), _exchange_expected(comm, collective, count, dtype,
                                                                                   count + it, root))
@@ -641,3 +641,47 @@ def zero_copy_calls_on_buffers_of_other_registrations(comm, state, collective: s
         kept = bool(np.all(a.copy_to_host() == 1 + comm.rank) and np.all(b.copy_to_host() == -7))
         return str(exc), kept
     raise AssertionError("zero-copy calls on buffers of other registrations and nothing failed")
+
+
+def captured_in_place_on_rank_zero(comm, state, collective: str, count: int, algo: str):
+    """``collective`` made while its stream is captured (the capture check forced true, as the simulator has no
+    graphs), in place on rank 0 and out of place on the others (broadcast: from root 0): the two-shot all-reduce
+    and the broadcast map every rank's input and output alike and are exact on every rank (None); an all-gather,
+    whose peers find an in-place rank's bytes in its output, fails the call check on every rank before writing
+    anything (the error's text)."""
+    from pymscclpp.algos import zero_copy
+    from pymscclpp.errors import CallMismatchError
+    from pymscclpp.runtime.memory import alloc, view_as
+    n, r = comm.size, comm.rank
+    slots = n if collective == "all_gather" else 1
+    recv = view_as(alloc(4 * slots * count), np.float32)
+    recv.copy_to_device(np.full(slots * count, -7, np.float32))
+    own = rank_data(r, count, "float32", 5)
+    if r == 0:
+        send = recv[:count] if collective == "all_gather" else recv
+        send.copy_to_device(own)
+    else:
+        send = view_as(alloc(4 * count), np.float32)
+        send.copy_to_device(own)
+    into = None if r == 0 and collective != "all_gather" else recv
+    kw = {"root": 0} if collective == "broadcast" else {}
+    real = zero_copy.capturing
+    zero_copy.capturing = lambda stream: True
+    try:
+        getattr(comm, collective)(send, into, algo=algo, **kw)
+        cuda.synchronize()
+        comm.check_device_errors()
+    except CallMismatchError as exc:
+        assert collective == "all_gather", exc
+        kept = np.full(slots * count, -7, np.float32)
+        if r == 0:
+            kept[:count] = own
+        np.testing.assert_array_equal(recv.copy_to_host(), kept)
+        return str(exc)
+    finally:
+        zero_copy.capturing = real
+    assert comm.last_algorithm(collective).last_kernel.endswith("zero_copy_simple")
+    want = expected_allreduce(n, count, "float32", 5, "sum") if collective == "all_reduce" else rank_data(0, count,
+                                                                                                        "float32", 5)
+    np.testing.assert_array_equal(recv.copy_to_host(), want)
+    return None

@@ -205,8 +205,24 @@ def test_zero_copy_calls_on_buffers_of_other_registrations_fail_the_call_check_o
 def test_a_zero_copy_broadcast_in_place_on_the_root_and_out_of_place_elsewhere_fails_on_every_rank():
     texts = _failing_run(cases.zero_copy_calls_on_buffers_of_other_registrations, collective="broadcast", count=333)
     assert "rank 0 called broadcast on buffers of registrations 0 and 1, rank 1 called broadcast on buffers of " \
-           "registration 1 (zero-copy)" in texts[0][0], texts
+           "registrations 1 and 1 (zero-copy)" in texts[0][0], texts
     assert all(kept for _, kept in texts), texts
+
+
+@pytest.mark.parametrize("collective,size,algo", [("all_reduce", 2, "rsag"), ("all_reduce", 3, "rsag"),
+                                                  ("broadcast", 2, "simple"), ("broadcast", 3, "scatter_gather")])
+def test_captured_calls_in_place_on_some_ranks_and_out_of_place_on_others_run_zero_copy_exactly(collective, size,
+                                                                                                algo):
+    assert pool(size).run(cases.captured_in_place_on_rank_zero, collective=collective, count=301,
+                          algo=algo) == [None] * size
+
+
+def test_a_captured_all_gather_in_place_on_some_ranks_only_fails_the_call_check_on_every_rank_writing_nothing():
+    texts = _failing_run(cases.captured_in_place_on_rank_zero, collective="all_gather", count=301, algo="simple")
+    assert texts[0].startswith("rank 0 called all_gather in place on buffers mapped when captured, rank 1 called "
+                               "all_gather on buffers mapped when captured (zero-copy): the ranks' calls do not "
+                               "match"), texts
+    assert "rank 1 called all_gather on buffers mapped when captured, rank 0 called all_gather in place" in texts[1]
 
 
 def test_broadcast_without_a_root_says_the_root_is_required():

@@ -158,6 +158,8 @@ class AllGather(ZeroCopy, OneShot):
     def param_values(self, call: Call) -> tuple:
         return (call.peer_bytes if self.send_all else 0,)
 
+    in_place_moves_bytes = True  # in place, peer p's bytes are its slot p of its receive buffer
+
     def window_buffers(self, call: Call) -> tuple[tuple[CallBuffer, int], ...] | None:
         """Peers read our send buffer; in place, our receive buffer, which holds it (its start is where the
         registration begins on every rank, where our slot begins only on rank 0)."""
@@ -218,10 +220,8 @@ class Broadcast(ZeroCopy, OneShot):
 
     def window_buffers(self, call: Call) -> tuple[tuple[CallBuffer, int], ...] | None:
         """Non-roots read the root's input and each other's outputs (at two ranks the root writes into the peer's):
-        every rank's input and output, so that a rank reaches each peer's buffer of the same argument; one buffer
-        in place."""
-        if call.in_place:
-            return ((call.recv, call.peer_bytes),)
+        every rank's input and output, so that a rank reaches each peer's buffer of the same argument (in place the
+        same buffer twice: ranks in and out of place map alike)."""
         return ((call.send, call.peer_bytes), (call.recv, call.peer_bytes))
 
     def zero_copy_args(self, windows: tuple) -> dict:

@@ -22,6 +22,7 @@ class Pushing:
     buffer as ``inp``."""
 
     pushes = True
+    in_place_moves_bytes = False  # a peer writes into our window at its own place, whatever our input
     zero_copy_ints: tuple = ()  # the kernel's per-call integers after ``nranks``
 
     def recv_bytes(self, call: Call) -> int:

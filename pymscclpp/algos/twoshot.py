@@ -38,8 +38,8 @@ class AllReduceTwoShot(ZeroCopyReduce, OneShot):
     ops = frozenset(red.OPS)  # avg too: each shard reduced in one pass (reduce_peers), then divided
 
     def window_buffers(self, call: Call) -> tuple[tuple[CallBuffer, int], ...]:
-        if call.in_place:
-            return ((call.send, call.peer_bytes),)
+        """Peers read our input and write our output (in place the same buffer twice: ranks in and out of place
+        map alike)."""
         return ((call.send, call.peer_bytes), (call.recv, call.peer_bytes))
 
     def zero_copy_args(self, windows: tuple) -> dict:

@@ -37,6 +37,7 @@ class ZeroCopy:
 
     zero_copy_kernel = None
     pushes = False  # the kernel writes into peers' outputs (its fingerprint says so, ``fingerprint.zero_copy``)
+    in_place_moves_bytes = False  # in place, peers find our bytes elsewhere in our windows (the tag says so)
 
     def setup(self, comm) -> None:
         super().setup(comm)
@@ -75,12 +76,12 @@ class ZeroCopy:
         return self.traffic(message_bytes, nranks, rank, root)
 
     def _new_launch(self, windows: tuple, blocks: int) -> Launch:
-        """A launch on ``windows``; its kernel compares their registrations with the peers' (``windows_tag``)."""
+        """A launch on ``windows`` (its windows tag set per call, ``launch``)."""
         args = {}
         for name, value in self.zero_copy_args(windows).items():  # the tag goes after the fingerprint
             args[name] = value
             if name == "fingerprint":
-                args["windows"] = windows_tag(self.collective, [w.serial for w in windows])
+                args["windows"] = 0
         return Launch(self.zero_copy_kernel, blocks, self.threads, args, argtypes=self.zero_copy_argtypes(self.nranks))
 
     def runs_zero_copy(self, call: Call) -> bool:
@@ -98,29 +99,37 @@ class ZeroCopy:
             return wanted, windows
         return (wanted, None) if self._capture and capturing(call.stream) else None
 
-    def _zero_copy_launch(self, call: Call) -> Launch | None:
-        """The zero-copy launch for ``call`` on its grid (``grid.call_blocks``): prepared for its registered buffers,
-        made for a captured call's (a graph keeps its arguments), or None when neither."""
+    def _zero_copy_launch(self, call: Call) -> tuple[Launch, int] | None:
+        """The zero-copy launch for ``call`` on its grid (``grid.call_blocks``), prepared for its registered buffers
+        or made for a captured call's (a graph keeps its arguments), and the call's windows tag, which its kernel
+        compares with the peers' (``fingerprint.windows_tag``: the registrations, and whether the call is in place
+        where that moves where peers find its bytes); None when it runs staged."""
         found = self._zero_copy_windows(call)
         if found is None:
             return None
         wanted, windows = found
         blocks = call_blocks(self.blocks, call.message_bytes)
         if windows is None:
-            return self._new_launch(self.windows.capture(self.name, wanted), blocks)
-        return self._zero_copy.get(windows, lambda mapped: self._new_launch(mapped, blocks), blocks)
+            windows = self.windows.capture(self.name, wanted)
+            launch = self._new_launch(windows, blocks)
+        else:
+            launch = self._zero_copy.get(windows, lambda mapped: self._new_launch(mapped, blocks), blocks)
+        in_place = call.in_place and self.in_place_moves_bytes
+        return launch, windows_tag(self.collective, [w.serial for w in windows], in_place)
 
     def launch(self, call: Call) -> None:
-        launch = self._zero_copy_launch(call)
-        if launch is None:
+        found = self._zero_copy_launch(call)
+        if found is None:
             super().launch(call)
             return
+        launch, tag = found
         self.last_kernel = launch.name
-        launch_call(launch, call, self._bind_zero_copy)
+        launch_call(launch, call, lambda prepared, c: self._bind_zero_copy(prepared, c, tag))
 
-    def _bind_zero_copy(self, launch: Launch, call: Call) -> None:
+    def _bind_zero_copy(self, launch: Launch, call: Call, tag: int) -> None:
         self.bind_zero_copy(launch, call)
         launch.set_int("fingerprint", zero_copy(self.check.fingerprint(call), self.pushes))
+        launch.set_int("windows", tag)
         launch.set_int("nbytes", call.peer_bytes)
 
 

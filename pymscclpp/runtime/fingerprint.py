@@ -71,25 +71,28 @@ def zero_copy(fp: int, pushes: bool = False) -> int:
 
 
 WINDOW_BITS = 12  # a windows tag's field per window: its registration serial + 2 (1: mapped at a captured call)
+_TAG_IN_PLACE = 1 << 48  # and whether the call is in place where that moves its bytes in its windows
 _TAG_COLLECTIVE_AT = 56  # and the collective (1 + its index), for the error text
 
 
-def windows_tag(collective: str, serials: Sequence[int]) -> int:
+def windows_tag(collective: str, serials: Sequence[int], in_place: bool = False) -> int:
     """The registrations a zero-copy ``collective`` reaches its peers' buffers through (``algos.windows`` serials
-    in the call's order, -1 for a captured call's), as a nonzero int64 its ranks compare after agreeing
-    fingerprints: ranks whose buffers are of different registrations would read and write the wrong peer
-    buffers."""
-    tag = (COLLECTIVES.index(collective) + 1) << _TAG_COLLECTIVE_AT
+    in the call's order, -1 for a captured call's), and ``in_place`` where that moves where peers find its bytes
+    (an all-gather's), as a nonzero int64 its ranks compare after agreeing fingerprints: ranks whose buffers are of
+    different registrations, or laid out differently, would read and write the wrong peer bytes."""
+    tag = (COLLECTIVES.index(collective) + 1) << _TAG_COLLECTIVE_AT | (_TAG_IN_PLACE if in_place else 0)
     for i, serial in enumerate(serials):
         tag |= (serial + 2) << (WINDOW_BITS * i)
     return tag
 
 
 def _windows(tag: int) -> str:
-    """``all_reduce on buffers of registrations 0 and 3`` of a windows tag."""
+    """``all_reduce on buffers of registrations 0 and 3`` (``all_gather in place on ...``) of a windows tag."""
     collective = tag >> _TAG_COLLECTIVE_AT
     name = COLLECTIVES[collective - 1] if 0 < collective <= len(COLLECTIVES) else f"collective {collective}"
-    tag &= (1 << _TAG_COLLECTIVE_AT) - 1
+    if tag & _TAG_IN_PLACE:
+        name += " in place"
+    tag &= (1 << (WINDOW_BITS * 4)) - 1
     codes = []
     while tag:
         codes.append(tag & ((1 << WINDOW_BITS) - 1))

@@ -532,12 +532,12 @@ def two_communicators_alternate(comm, state, rounds: int):
         comm2.close()
 
 
-def soak_collectives(comm, state, registered_share: float, seed: int = 0) -> list:
+def soak_collectives(comm, state, registered_share: float, repeats: int = 1, seed: int = 0) -> list:
     """``soak_collectives.soak`` of every collective and verb through the simulator's sizes, in as many rounds as
-    ``registered_share`` takes to run each both plain and registered: ((collective, algorithm, kernel), calls) of
-    what served them, every result checked."""
+    ``registered_share`` takes to run each both plain and registered, half the calls made ``repeats`` times:
+    ((collective, algorithm, kernel), calls) of what served them, every result checked."""
     from fault.soak_collectives import COLLECTIVES, SIM_SIZES, VERBS, soak
     rounds = round(1 / (1 - registered_share))
     served = soak(comm, iters=rounds * len(COLLECTIVES + VERBS) * len(SIM_SIZES), seed=seed, sizes=SIM_SIZES,
-                  registered_share=registered_share)
+                  registered_share=registered_share, repeats=repeats)
     return sorted(served.items())

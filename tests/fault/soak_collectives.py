@@ -44,6 +44,7 @@ PER_SLOT = frozenset(("all_gather", "reduce_scatter", "all_to_all", "gather", "s
 POISON = 0x7FFF  # in every element of an output before the call (no result's bit pattern)
 GPU_SIZES = (4, 1 << 10, 16 << 10, 64 << 10, 256 << 10, 1 << 20, 3 << 20, 5 << 20, 16 << 20)  # bytes, nccl-tests
 SIM_SIZES = (4, 512, 1 << 10, 1536, 3 << 10)
+REPEAT_SEEDS = 1 << 24  # a repeat's inputs: its call's seed plus this times the repeat (no other call's seed)
 
 
 @cuda.jit(device=True)
@@ -124,7 +125,7 @@ def _grid(n: int) -> tuple[int, int]:
 @dataclass(frozen=True)
 class Drawn:
     """One call of the soak: collective or verb, bytes (nccl-tests sizes), dtype, op, in place, on registered
-    buffers, root, and its seed (the call's number: every call's inputs differ)."""
+    buffers, root, its seed (the call's number: every call's inputs differ) and how many times it is made."""
 
     collective: str
     nbytes: int
@@ -134,6 +135,7 @@ class Drawn:
     registered: bool
     root: int
     seed: int
+    repeats: int = 1
 
     def __str__(self) -> str:
         where = "registered" if self.registered else "plain"
@@ -144,10 +146,11 @@ class Drawn:
 
 
 def draw(seed: int, sizes: tuple[int, ...], registered_share: float, nranks: int,
-         ops: tuple[str, ...] = COLLECTIVES + VERBS) -> Drawn:
+         ops: tuple[str, ...] = COLLECTIVES + VERBS, repeats: int = 1) -> Drawn:
     """Call ``seed`` of the soak (the same on every rank): the ``ops`` in turn, each through the sizes in turn; of
     every ``1 / (1 - registered_share)`` such rounds the first on plain buffers, the others on registered ones (so
-    every op meets every size both ways); dtype, op, root and in place drawn."""
+    every op meets every size both ways); dtype, op, root, in place and whether it is made once or ``repeats``
+    times drawn."""
     rng = random.Random(seed)
     n = len(ops)
     rounds = round(1 / (1 - registered_share)) if registered_share < 1 else 0
@@ -155,7 +158,7 @@ def draw(seed: int, sizes: tuple[int, ...], registered_share: float, nranks: int
     collective = ops[seed % n]
     in_place = rng.random() < 0.3 and collective in IN_PLACE
     return Drawn(collective, sizes[seed // n % len(sizes)], rng.choice(DTYPES), rng.choice(OPS), in_place,
-                 registered, rng.randrange(nranks), seed)
+                 registered, rng.randrange(nranks), seed, rng.choice((1, repeats)))
 
 
 @dataclass
@@ -281,43 +284,48 @@ class Soak:
                     [(out[1], copies((0, (r - shift) % n, 0)), "output"), (send[1], mine, "send buffer")]), count
 
     def run(self, c: Drawn) -> str | None:
-        """Make call ``c`` and check it: None, or what was wrong."""
+        """Make call ``c`` (``c.repeats`` times on the same buffers, new inputs each time: a kept call from the
+        third) and check it: None, or what was wrong."""
         comm, bits = self.comm, self.bits(c.dtype)
         plan, count = self.plan(c)
-        for words in plan.poisons:
-            poison[_grid(words.size)](words)
-        for words in plan.fills:
-            fill[_grid(words.size)](words, bits, c.seed, comm.rank)
-        plan.call()
-        served = comm.last_algorithm(c.collective)
-        name, kernel = (served.name, served.last_kernel) if served is not None else ("none", "none")
-        self.served[c.collective, name, kernel] += 1
-        for words, layout, what in plan.checks:
-            lay = cuda.to_device(layout)
-            self.found.copy_to_device(np.array([0, words.size], np.int64))
-            check[_grid(words.size)](words, bits, c.seed, lay, self.found)
-            bad, first = (int(x) for x in self.found.copy_to_host())
-            comm.check_device_errors()
-            if bad:
-                want = cuda.device_array(1, words.dtype)
-                expected_at[1, 1](want, bits, c.seed, lay, first)
-                got = int(words[first:first + 1].copy_to_host()[0])
-                return (f"rank {comm.rank}: {c} ({count} elements; served by {name!r}, kernel {kernel}): {bad} "
-                        f"elements of its {what} wrong, the first element {first} is {got:#x}, expected "
-                        f"{int(want.copy_to_host()[0]):#x}")
+        for k in range(c.repeats):
+            seed = c.seed + k * REPEAT_SEEDS
+            for words in plan.poisons:
+                poison[_grid(words.size)](words)
+            for words in plan.fills:
+                fill[_grid(words.size)](words, bits, seed, comm.rank)
+            plan.call()
+            served = comm.last_algorithm(c.collective)
+            name, kernel = (served.name, served.last_kernel) if served is not None else ("none", "none")
+            self.served[c.collective, name, kernel] += 1
+            for words, layout, what in plan.checks:
+                lay = cuda.to_device(layout)
+                self.found.copy_to_device(np.array([0, words.size], np.int64))
+                check[_grid(words.size)](words, bits, seed, lay, self.found)
+                bad, first = (int(x) for x in self.found.copy_to_host())
+                comm.check_device_errors()
+                if bad:
+                    want = cuda.device_array(1, words.dtype)
+                    expected_at[1, 1](want, bits, seed, lay, first)
+                    got = int(words[first:first + 1].copy_to_host()[0])
+                    return (f"rank {comm.rank}: {c}, time {k + 1} ({count} elements; served by {name!r}, kernel "
+                            f"{kernel}): {bad} elements of its {what} wrong, the first element {first} is {got:#x}, "
+                            f"expected {int(want.copy_to_host()[0]):#x}")
         comm.check_device_errors()
         return None
 
 
 def soak(comm, iters: int = 0, seconds: float = 0.0, seed: int = 0, sizes: tuple[int, ...] = GPU_SIZES,
-         registered_share: float = 0.75, report: int = 0, ops: tuple[str, ...] = COLLECTIVES + VERBS) -> Counter:
-    """Drawn calls, each checked, for ``iters`` calls or ``seconds`` (rank 0 decides when); the calls each
-    (collective, algorithm, kernel) served. Raises AssertionError naming the first wrong element."""
+         registered_share: float = 0.75, report: int = 0, ops: tuple[str, ...] = COLLECTIVES + VERBS,
+         repeats: int = 1) -> Counter:
+    """Drawn calls (half of them made ``repeats`` times), each checked, for ``iters`` drawn calls or ``seconds``
+    (rank 0 decides when); the calls each (collective, algorithm, kernel) served. Raises AssertionError naming the
+    first wrong element."""
     s = Soak(comm, max(sizes))
     start, done = time.monotonic(), 0
     try:
         while True:
-            wrong = s.run(draw(seed + done, sizes, registered_share, comm.size, ops))
+            wrong = s.run(draw(seed + done, sizes, registered_share, comm.size, ops, repeats))
             if wrong:
                 raise AssertionError(wrong)
             done += 1
@@ -342,6 +350,9 @@ def main() -> int:
     ap.add_argument("--registered", type=float, default=0.75,
                     help="the share of calls on registered buffers (1 - 1/k for a whole k)")
     ap.add_argument("--ops", default=",".join(COLLECTIVES + VERBS), help="comma-separated collectives and verbs")
+    ap.add_argument("--repeats", type=int, default=3,
+                    help="half the drawn calls are made this many times on the same buffers (eager repeats go out "
+                         "as one-node CUDA graphs from the third)")
     args = ap.parse_args()
     sizes = tuple(s for s in (SIM_SIZES if IS_SIM else GPU_SIZES) if s <= args.max_bytes) or (args.max_bytes,)
     ops = tuple(args.ops.split(","))
@@ -349,7 +360,7 @@ def main() -> int:
     start = time.monotonic()
     try:
         served = soak(comm, iters=args.iters, seed=args.seed, sizes=sizes, registered_share=args.registered,
-                      report=args.report, ops=ops)
+                      report=args.report, ops=ops, repeats=args.repeats)
         comm.barrier()
         if comm.rank == 0:
             for (collective, name, kernel), calls in sorted(served.items()):

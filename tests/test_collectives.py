@@ -241,6 +241,8 @@ _ZERO_COPY_EXCHANGES = [("all_gather", 2, 301, "float32", False, "simple", False
                         ("broadcast", 2, 517, "int32", False, "simple", False),
                         ("broadcast", 2, 1001, "float16", True, "simple", True),
                         ("broadcast", 3, 1003, "float32", True, "scatter_gather", False),
+                        ("broadcast", 3, 256, "float32", False, "scatter_gather", False),
+                        ("broadcast", 4, 999, "bfloat16", False, "scatter_gather", False),
                         ("broadcast", 4, 333, "float16", True, "scatter_gather", True),
                         ("broadcast", 3, 250, "int16", False, "simple", True),
                         ("all_gather", 2, 301, "float32", False, "push", False),

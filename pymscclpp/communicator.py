@@ -88,12 +88,15 @@ class Communicator(_RuntimeCommunicator):
     @entry
     def register_buffer(self, buf: Buffer) -> None:
         """Register ``buf`` for zero-copy collectives (collective: every rank registers its own buffer, in the same
-        order): all-reduces, reduce-scatters, all-gathers, out-of-place all-to-alls and broadcasts (the root's send
-        buffer, the others' receive buffer) on buffers that start at registered ones, on every rank, read peers'
-        inputs and write peers' outputs directly, with no scratch copy; so do all-to-alls with counts (every rank's
-        send buffer) and send/recv pairs whose sender's one send buffer starts a buffer of the registration the
-        receiver's own send buffer (receiving only: its receive buffer) starts, which the receiver reads directly
-        (other pairs of the same call stage). Deregister it before freeing it."""
+        order, and the k-th registrations of the ranks pair up): all-reduces, reduce-scatters, all-gathers,
+        out-of-place all-to-alls and broadcasts whose buffers (send and receive; in place the one) start at
+        registered ones, on every rank, read peers' inputs and write peers' outputs directly, with no scratch copy;
+        every rank must pass, for each argument, a buffer of the same registration (registering the same buffers
+        in the same order everywhere does it), else every rank raises CallMismatchError naming the registrations.
+        So do all-to-alls with counts (every rank's send buffer) and send/recv pairs whose sender's one send buffer
+        starts a buffer of the registration the receiver's own send buffer (receiving only: its receive buffer)
+        starts, which the receiver reads directly (other pairs of the same call stage). Deregister it before
+        freeing it."""
         self.extension("windows", Windows).register(buf)
 
     @entry

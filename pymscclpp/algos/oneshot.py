@@ -154,11 +154,10 @@ class AllGather(ZeroCopy, OneShot):
     zero_copy_kernel = allgather_kernels.exchange_zero_copy_simple
     recv_all = True
     params = ("send_stride",)
+    in_place_moves_bytes = True  # in place, peer p's bytes are its slot p of its receive buffer
 
     def param_values(self, call: Call) -> tuple:
         return (call.peer_bytes if self.send_all else 0,)
-
-    in_place_moves_bytes = True  # in place, peer p's bytes are its slot p of its receive buffer
 
     def window_buffers(self, call: Call) -> tuple[tuple[CallBuffer, int], ...] | None:
         """Peers read our send buffer; in place, our receive buffer, which holds it (its start is where the

@@ -47,6 +47,15 @@ SIM_SIZES = (4, 512, 1 << 10, 1536, 3 << 10)
 REPEAT_SEEDS = 1 << 24  # a repeat's inputs: its call's seed plus this times the repeat (no other call's seed)
 
 
+def typed(raw, words, dtype: np.dtype, byte_offset: int):
+    """The elements ``words`` (unsigned words at ``byte_offset`` of the uint8 ``raw``) as a buffer of ``dtype`` the
+    communicator takes: on GPUs a torch tensor for bfloat16 (a numba array's interface has no bfloat16)."""
+    if dtype == np_dtype("bfloat16") and not IS_SIM:
+        import torch
+        return torch.as_tensor(words, device="cuda").view(torch.bfloat16)
+    return view_as(raw, dtype, byte_offset, words.shape[0])
+
+
 @cuda.jit(device=True)
 def value(seed, rank, i):
     """Rank ``rank``'s input element ``i`` of call ``seed``: a hash in [-SPAN, SPAN]."""
@@ -206,7 +215,8 @@ class Soak:
         s_raw, r_raw = self.registered if c.registered else self.plain
 
         def buf(raw, first, k):  # (typed view, word view) of k elements from element ``first`` of ``raw``
-            return view_as(raw, d, first * d.itemsize, k), view_as(raw, word, first * d.itemsize, k)
+            words = view_as(raw, word, first * d.itemsize, k)
+            return typed(raw, words, d, first * d.itemsize), words
 
         ip = c.in_place
         mine = copies((0, r, 0))  # a send buffer after the call: our inputs

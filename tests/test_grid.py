@@ -42,3 +42,9 @@ def test_zero_copy_calls_below_the_small_call_size_run_on_half_the_grid_and_at_l
     assert grid.call_blocks(16, small) == 8 and grid.call_blocks(66, small) == 33
     assert grid.call_blocks(3, small) == 2 and grid.call_blocks(2, small) == 2 and grid.call_blocks(1, small) == 1
     assert grid.call_blocks(16, grid.SMALL_CALL_BYTES) == 16 and grid.call_blocks(16, 1 << 30) == 16
+
+
+def test_zero_copy_calls_that_only_move_bytes_run_on_half_the_grid_up_to_16_mb():
+    assert grid.call_blocks(16, 16 << 20, copies=True) == 8 and grid.call_blocks(66, 1 << 20, copies=True) == 33
+    assert grid.call_blocks(16, grid.SMALL_COPY_BYTES, copies=True) == 16
+    assert grid.call_blocks(16, 16 << 20) == 16  # a reduction from 4 MB: all of it

@@ -38,6 +38,7 @@ class ZeroCopy:
     zero_copy_kernel = None
     pushes = False  # the kernel writes into peers' outputs (its fingerprint says so, ``fingerprint.zero_copy``)
     in_place_moves_bytes = False  # in place, peers find our bytes elsewhere in our windows (the tag says so)
+    copies = True  # the kernel only moves bytes (``grid.call_blocks``)
 
     def setup(self, comm) -> None:
         super().setup(comm)
@@ -108,7 +109,7 @@ class ZeroCopy:
         if found is None:
             return None
         wanted, windows = found
-        blocks = call_blocks(self.blocks, call.message_bytes)
+        blocks = call_blocks(self.blocks, call.message_bytes, self.copies)
         if windows is None:
             windows = self.windows.capture(self.name, wanted)
             launch = self._new_launch(windows, blocks)
@@ -135,6 +136,8 @@ class ZeroCopy:
 
 class ZeroCopyReduce(ZeroCopy):
     """A reducing zero-copy family: its kernel also takes the call's dtype and op."""
+
+    copies = False
 
     def param_values(self, call: Call) -> tuple:
         return (red.DTYPE_KINDS[call.dtype], red.OPS[call.op])

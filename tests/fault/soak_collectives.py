@@ -52,7 +52,8 @@ def typed(raw, words, dtype: np.dtype, byte_offset: int):
     communicator takes: on GPUs a torch tensor for bfloat16 (a numba array's interface has no bfloat16)."""
     if dtype == np_dtype("bfloat16") and not IS_SIM:
         import torch
-        return torch.as_tensor(words, device="cuda").view(torch.bfloat16)
+        bits = view_as(raw, np.int16, byte_offset, words.shape[0])  # int16 tensors view as bfloat16 in any torch
+        return torch.as_tensor(bits, device="cuda").view(torch.bfloat16)
     return view_as(raw, dtype, byte_offset, words.shape[0])
 
 

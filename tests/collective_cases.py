@@ -312,6 +312,30 @@ def registered_on_some_ranks(comm, state, count: int) -> str:
     raise AssertionError("a zero-copy call met staged ones and nothing failed")
 
 
+def captured_registered_on_some_ranks(comm, state, count: int) -> str:
+    """Every rank registers a buffer, but only rank 0 captures an all_reduce on it (the others on another buffer;
+    the capture check forced true, as the simulator has no graphs): rank 0 maps nothing and launches, the others
+    wait to map their buffers with it. Every rank raises within the wait budget, saying so; the error's text."""
+    from pymscclpp.algos import zero_copy
+    from pymscclpp.errors import PymscclppError
+    from pymscclpp.runtime.memory import alloc, view_as
+    registered = view_as(alloc(4 * count), np.float32)
+    other = view_as(alloc(4 * count), np.float32)
+    comm.register_buffer(registered)
+    buf = registered if comm.rank == 0 else other
+    real = zero_copy.capturing
+    zero_copy.capturing = lambda stream: True
+    try:
+        comm.all_reduce(buf, algo="rsag")
+        cuda.synchronize()
+        comm.check_device_errors()
+    except PymscclppError as exc:
+        return f"{type(exc).__name__}: {exc}"
+    finally:
+        zero_copy.capturing = real
+    raise AssertionError("a captured call on registered buffers met captured ones on others and nothing failed")
+
+
 def broadcast_without_root(comm, state) -> str:
     """broadcast(buf) with no root raises InvalidUsageError saying root is required; its text."""
     from pymscclpp.errors import InvalidUsageError

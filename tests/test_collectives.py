@@ -175,10 +175,10 @@ def test_a_kept_call_runs_the_zero_copy_rows_only_while_captured():
     pool(2).run(cases.kept_calls_switch_to_zero_copy_when_captured, count=301)
 
 
-def _failing_run(case, **params) -> list:
+def _failing_run(case, timeout_s: float = 30, **params) -> list:
     """What ``case`` returns on two ranks of a pool of its own (its communicators fail for good)."""
     from rankpool import RankPool
-    p = RankPool(2, env={"PYMSCCLPP_TIMEOUT_S": "30"})
+    p = RankPool(2, env={"PYMSCCLPP_TIMEOUT_S": str(timeout_s)})
     try:
         return p.run(case, **params)
     finally:
@@ -332,3 +332,15 @@ def test_pushed_gathers_and_all_to_alls_equal_numpy_for_any_size_dtype_and_mode(
        captured=st.booleans())
 def test_two_rank_pushed_reductions_equal_numpy_for_any_count_dtype_and_op(collective, count, dtype, op, captured):
     pool(2).run(cases.reductions_pushed, collective=collective, count=count, dtype=dtype, op=op, captured=captured)
+
+
+def test_a_call_captured_on_registered_buffers_on_one_rank_only_fails_on_every_rank_within_the_budget():
+    """Rank 0 maps nothing (its buffer is registered) and launches; rank 1 waits to map its buffer with it: both
+    raise once the 4 s budget is spent, rank 1 saying why."""
+    texts = _failing_run(cases.captured_registered_on_some_ranks, timeout_s=4, count=999)
+    assert texts[0].startswith("CommTimeoutError: rank 0: call check wait (a peer's call fingerprint) with peer 1 "
+                               "timed out"), texts
+    assert texts[1].startswith("CommTimeoutError: rsag (captured) failed on rank 1: rank 1: rank 0 did not begin rsag "
+                               "(captured) within 4.0 s: has it made the same call? (a rank that captures this call "
+                               "on registered buffers maps nothing: every rank passes buffers of the same "
+                               "registration, or none does)"), texts

@@ -616,6 +616,35 @@ def zero_copy_calls_on_two_grids(comm, state, count: int, dtype: str) -> None:
     comm.deregister_buffer(recv)
 
 
+def zero_copy_copies_on_two_grids(comm, state, count: int, dtype: str) -> None:
+    """A zero-copy all_gather (a kernel that only moves bytes) on 4 blocks runs calls below
+    ``grid.SMALL_COPY_BYTES`` on 2 blocks and the others on 4, whatever ``grid.SMALL_CALL_BYTES`` (the reductions'
+    size) says, each exact."""
+    from pymscclpp.algos import grid
+    from pymscclpp.algos.twoshot import AllGatherRead
+    from pymscclpp.runtime.memory import alloc, view_as
+    n, size = comm.size, np.dtype(dtype).itemsize
+    algo = comm.register_algorithm(AllGatherRead("read4", "simple", 4, 32), prefer=False)
+    send, recv = view_as(alloc(count * size), np.dtype(dtype)), view_as(alloc(n * count * size), np.dtype(dtype))
+    comm.register_buffer(send)
+    real = grid.SMALL_CALL_BYTES, grid.SMALL_COPY_BYTES
+    grid.SMALL_CALL_BYTES, grid.SMALL_COPY_BYTES = 0, n * count * size  # the whole buffer: 4 blocks; less: 2
+    try:
+        for it, m in enumerate((count, count // 2 + 1, count)):
+            send[:m].copy_to_device(rank_data(comm.rank, m, dtype, it))
+            comm.all_gather(send[:m], recv[:n * m], algo="read4")
+            cuda.synchronize()
+            comm.check_device_errors()
+            want = np.concatenate([rank_data(r, m, dtype, it) for r in range(n)])
+            np.testing.assert_array_equal(recv[:n * m].copy_to_host(), want)
+    finally:
+        grid.SMALL_CALL_BYTES, grid.SMALL_COPY_BYTES = real
+    zero_copy_kernel = algo.zero_copy_kernel.py_func.__name__
+    grids = sorted(launch.griddim for launch in algo.kernel_launches() if launch.name == zero_copy_kernel)
+    assert grids == [2, 4], grids
+    comm.deregister_buffer(send)
+
+
 def zero_copy_calls_of_two_sizes_on_two_grids(comm, state, count: int) -> str:
     """Rank 0's zero-copy all_reduce is below ``grid.SMALL_CALL_BYTES`` (2 blocks of a 4-block kernel), rank 1's of
     ``count`` float32 is not (4 blocks): the call check, read by every block whatever the grid, fails the call on

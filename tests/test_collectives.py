@@ -268,6 +268,10 @@ def test_small_zero_copy_calls_run_on_half_the_grid_between_calls_on_all_of_it(s
     pool(size).run(cases.zero_copy_calls_on_two_grids, count=count, dtype=dtype)
 
 
+def test_zero_copy_copies_run_on_half_the_grid_below_their_own_size_not_the_reductions():
+    pool(3).run(cases.zero_copy_copies_on_two_grids, count=517, dtype="float16")
+
+
 def test_zero_copy_calls_of_two_sizes_on_two_grids_fail_the_call_check_on_every_rank():
     texts = _failing_run(cases.zero_copy_calls_of_two_sizes_on_two_grids, count=998)
     assert "rank 0 called all_reduce of 499 float32 on registered buffers (zero-copy), rank 1 called all_reduce " \

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Callable, Sequence
 
-from ..errors import CommTimeoutError, InvalidUsageError, RegistrationError
+from ..errors import InvalidUsageError, RegistrationError
 from ..runtime.backend import IS_SIM
 from ..runtime.buffers import buffer_info
 from ..runtime.capture import relaxed
@@ -95,12 +95,10 @@ class Windows:
         goes on)."""
         views = [buf.array if buf.array is not None else cudadrv.device_array(buf.ptr, nbytes)
                  for buf, nbytes in bufs]
-        try:
-            with self.comm.setup(f"{what} (captured)"), relaxed():
-                windows = tuple(Window(self.comm, view, f"{what} (captured)") for view in views)
-        except CommTimeoutError as exc:
-            raise CommTimeoutError(f"{exc} (a rank that captures this call on registered buffers maps nothing: "
-                                   "every rank passes buffers of the same registration, or none does)") from exc
+        absent = ("a rank that captures this call on registered buffers maps nothing: every rank passes buffers of "
+                  "the same registration, or none does")
+        with self.comm.setup(f"{what} (captured)", absent), relaxed():
+            windows = tuple(Window(self.comm, view, f"{what} (captured)") for view in views)
         self._captured.extend(windows)
         return windows
 

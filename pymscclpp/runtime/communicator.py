@@ -174,10 +174,11 @@ class Communicator:
         the same fresh tags."""
         self._pair_seq = [scope << 32] * self.size
 
-    def setup(self, what: str) -> ContextManager[None]:
+    def setup(self, what: str, absent: str = "") -> ContextManager[None]:
         """``with comm.setup("what"):`` runs collective set-up (every rank, same order): if it raises on any rank,
-        every rank raises the same error within milliseconds, naming the failing rank and its cause."""
-        return self._setup_guard.scope(what)
+        every rank raises the same error within milliseconds, naming the failing rank and its cause; ``absent``:
+        why a peer may not begin it, for the error when one does not."""
+        return self._setup_guard.scope(what, absent)
 
     def register_memory(self, buf: Buffer) -> RegisteredMemory:
         """Validate and register a device buffer of this rank."""

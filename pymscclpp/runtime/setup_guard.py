@@ -31,15 +31,16 @@ class SetupGuard:
         self._not_begun: set[int] = set()  # peers that did not begin the failed scope: no verdict comes from them
 
     @contextlib.contextmanager
-    def scope(self, what: str) -> Iterator[None]:
-        """Run the body as collective set-up ``what``; nested scopes belong to the outermost one."""
+    def scope(self, what: str, absent: str = "") -> Iterator[None]:
+        """Run the body as collective set-up ``what``; nested scopes belong to the outermost one. ``absent``: why a
+        peer may not begin it (added to the error when one does not)."""
         if self.active is not None:
             yield
             return
         scope = self.active = self.bootstrap.open_scope()
         self._not_begun = set()
         try:
-            self._same_what(scope, what)
+            self._same_what(scope, what, absent)
             yield
             self._all_done(scope, what)
         except BaseException as exc:
@@ -58,7 +59,7 @@ class SetupGuard:
             self.bootstrap.close_scope()
             self.active = None
 
-    def _same_what(self, scope: int, what: str) -> None:
+    def _same_what(self, scope: int, what: str, absent: str) -> None:
         """Raise on every rank, before any set-up traffic, when the ranks set up different things (their calls
         differ: another collective, or a size another algorithm serves), or when a peer does not begin the same
         set-up within the budget. A peer that is gone, or whose set-up already failed, is left to the body and the
@@ -77,7 +78,7 @@ class SetupGuard:
             except CommTimeoutError:
                 self._not_begun.add(peer)
                 raise CommTimeoutError(f"rank {b.rank}: rank {peer} did not begin {what} within {b.timeout} s: has it "
-                                       f"made the same call?") from None
+                                       f"made the same call?{f' ({absent})' if absent else ''}") from None
             except (SetupAbortedError, BootstrapError):
                 return
             if theirs != what:

@@ -47,14 +47,14 @@ SIM_SIZES = (4, 512, 1 << 10, 1536, 3 << 10)
 REPEAT_SEEDS = 1 << 24  # a repeat's inputs: its call's seed plus this times the repeat (no other call's seed)
 
 
-def typed(raw, words, dtype: np.dtype, byte_offset: int):
-    """The elements ``words`` (unsigned words at ``byte_offset`` of the uint8 ``raw``) as a buffer of ``dtype`` the
-    communicator takes: on GPUs a torch tensor for bfloat16 (a numba array's interface has no bfloat16)."""
+def typed(raw, dtype: np.dtype, byte_offset: int, count: int):
+    """``count`` elements of ``dtype`` at ``byte_offset`` of the uint8 ``raw``, as a buffer the communicator takes:
+    on GPUs a torch tensor for bfloat16 (a numba array's interface has no bfloat16)."""
     if dtype == np_dtype("bfloat16") and not IS_SIM:
         import torch
-        bits = view_as(raw, np.int16, byte_offset, words.shape[0])  # int16 tensors view as bfloat16 in any torch
+        bits = view_as(raw, np.int16, byte_offset, count)  # int16 tensors view as bfloat16 in any torch
         return torch.as_tensor(bits, device="cuda").view(torch.bfloat16)
-    return view_as(raw, dtype, byte_offset, words.shape[0])
+    return view_as(raw, dtype, byte_offset, count)
 
 
 @cuda.jit(device=True)
@@ -216,8 +216,7 @@ class Soak:
         s_raw, r_raw = self.registered if c.registered else self.plain
 
         def buf(raw, first, k):  # (typed view, word view) of k elements from element ``first`` of ``raw``
-            words = view_as(raw, word, first * d.itemsize, k)
-            return typed(raw, words, d, first * d.itemsize), words
+            return typed(raw, d, first * d.itemsize, k), view_as(raw, word, first * d.itemsize, k)
 
         ip = c.in_place
         mine = copies((0, r, 0))  # a send buffer after the call: our inputs

@@ -24,7 +24,7 @@ NCCL_STEPS="primitives_bench nccl_api_tests allreduce_graph allreduce_tune_packe
 NCCL_STEPS+=" all_gather_graph reduce_scatter_graph all_to_all_graph broadcast_graph tp_decode allreduce_eager"
 TWO_RANK_STEPS="primitives_bench port_bench pipeline_mlp"
 NAMED_ONLY="verbs_tests"  # a part of another step (collectives_tests): runs only when STEPS names it
-declare -A LIMIT=([primitives_tests]=180 [collectives_tests]=300 [callcheck_tests]=180 [port_tests]=240 [graph_replays]=300 [soak]=420
+declare -A LIMIT=([primitives_tests]=180 [collectives_tests]=480 [callcheck_tests]=180 [port_tests]=240 [graph_replays]=300 [soak]=420
                   [soak_collectives]=480 [executor_tests]=420
                   [shrink_after_death]=300)
 

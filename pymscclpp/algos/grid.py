@@ -46,8 +46,9 @@ SMALL_COPY_BYTES = 32 << 20  # the same for kernels that only move bytes (no red
 def call_blocks(blocks: int, message_bytes: int, copies: bool = False) -> int:
     """The grid of a zero-copy call of ``message_bytes`` (nccl-tests sizes) by a kernel of ``blocks`` blocks: half of
     it (at least two) below ``SMALL_CALL_BYTES``, where every block's two meetings with its peers cost more than its
-    few bytes save, as NCCL runs small calls on fewer channels; a kernel that ``copies`` (no reduction) up to 16 MB,
-    where half the blocks still move the bytes at full speed (measured, docs/performance.md); else all of it."""
+    few bytes save, as NCCL runs small calls on fewer channels; a kernel that ``copies`` (no reduction) below
+    ``SMALL_COPY_BYTES``, where half the blocks still move the bytes at full speed (measured, docs/performance.md);
+    else all of it."""
     small = message_bytes < (SMALL_COPY_BYTES if copies else SMALL_CALL_BYTES)
     return max(min(2, blocks), blocks // 2) if small else blocks
 

@@ -11,7 +11,8 @@ from pymscclpp.runtime import fingerprint as fpr
 
 @pytest.mark.parametrize("collective, dtype, op", list(itertools.product(fpr.COLLECTIVES, fpr.DTYPES, fpr.OPS)))
 def test_packing_round_trips_every_collective_dtype_and_op(collective, dtype, op):
-    for count, root in ((1, 0), (1000, 3), ((1 << 40) - 2, 2046)):
+    top_root = 1022 if collective == "reduce" else 2046  # reduce's root field keeps a bit for its zero-copy mark
+    for count, root in ((1, 0), (1000, 3), ((1 << 40) - 2, top_root)):
         fp = fpr.pack(collective, count * fpr.DTYPES[dtype], dtype, op, root)
         assert 0 < fp < 1 << 63  # a positive int64; 0 means "check off"
         assert fpr.unpack(fp) == fpr.Fingerprint(collective, count, dtype, op, root)
@@ -43,9 +44,10 @@ def test_the_mismatch_text_names_both_sides():
         "rank 0 called all_reduce of 1024 float32, rank 1 called all_reduce of 2048 float32: ")
 
 
-@pytest.mark.parametrize("collective", ["all_reduce", "reduce_scatter", "all_gather", "all_to_all", "broadcast"])
+@pytest.mark.parametrize("collective", ["all_reduce", "reduce_scatter", "all_gather", "all_to_all", "broadcast",
+                                        "reduce"])
 def test_the_zero_copy_mark_differs_from_every_unmarked_call_and_keeps_the_fields(collective):
-    roots = range(4) if collective == "broadcast" else [0]
+    roots = [0, 1, 3, 1023] if collective in ("broadcast", "reduce") else [0]
     plain = {fpr.pack(collective, 4096, "float32", op, root) for op in fpr.OPS for root in roots}
     for root in roots:
         fp = fpr.pack(collective, 4096, "float32", "sum", root)
@@ -53,7 +55,7 @@ def test_the_zero_copy_mark_differs_from_every_unmarked_call_and_keeps_the_field
         assert marked not in plain and fpr.is_zero_copy(marked) and not fpr.is_zero_copy(fp)
         assert 0 < marked < 1 << 63 and fpr.unpack(marked)[:2] == fpr.unpack(fp)[:2]
         assert fpr.describe(marked) == fpr.describe(fp) + " on registered buffers (zero-copy)"
-        if collective == "broadcast":
+        if collective in ("broadcast", "reduce"):
             assert fpr.unpack(marked).root == root
     assert fpr.zero_copy(0) == 0
 
@@ -67,9 +69,15 @@ def test_a_pushing_zero_copy_call_differs_from_a_pulling_one_and_says_so(collect
     assert fpr.describe(pushed) == fpr.describe(fp) + " on registered buffers (zero-copy, writing into peers' outputs)"
 
 
-def test_rooted_calls_that_reduce_have_no_zero_copy_mark():
-    with pytest.raises(ValueError, match="reduce has no zero-copy mark"):
-        fpr.zero_copy(fpr.pack("reduce", 64, "float32", "sum", 1))
+@pytest.mark.parametrize("collective", ["gather", "scatter"])
+def test_rooted_calls_without_a_zero_copy_kernel_have_no_zero_copy_mark(collective):
+    with pytest.raises(ValueError, match=f"{collective} has no zero-copy mark"):
+        fpr.zero_copy(fpr.pack(collective, 64, "float32", "sum", 1))
+
+
+def test_a_reduce_root_saturates_below_the_zero_copy_mark():
+    fp = fpr.pack("reduce", 64, "float32", "sum", 5000)
+    assert fpr.unpack(fp).root == 1023 and not fpr.is_zero_copy(fp)
 
 
 def test_a_pair_whose_descriptors_agree_but_did_not_read_zero_copy_says_so():

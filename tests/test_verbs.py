@@ -189,19 +189,21 @@ def test_reduce_in_place_on_the_root():
     pool(2).run(vc.rooted, verb="reduce", count=77, root=1, inplace=True)
 
 
-@pytest.mark.parametrize("size,root,op,inplace", [(3, 0, "sum", False), (4, 1, "max", True), (4, 3, "sum", False)])
-def test_a_reduce_that_splits_into_shards_runs_as_reduce_scatter_then_gather(size, root, op, inplace):
-    # 1200 floats: 16-byte shards at 3 and 4 ranks (exchange_reduce.sharded), each several 1 KB exchange rounds
-    pool(size).run(vc.rooted, verb="reduce", count=1200, root=root, op=op, inplace=inplace)
+@pytest.mark.parametrize("size,root,op,inplace,count", [
+    (2, 1, "sum", False, 1001), (3, 0, "sum", False, 1200), (4, 1, "max", True, 1200), (4, 3, "sum", False, 37),
+    (5, 2, "min", True, 90001)])  # 37: shards of one element, some empty; 90001 floats: two rounds of 256 KB
+def test_a_two_step_reduce_reduces_each_shard_on_its_rank_into_the_root(size, root, op, inplace, count):
+    pool(size).run(vc.rooted, verb="reduce", count=count, root=root, op=op, inplace=inplace, algo="rsag")
 
 
-def test_a_sharded_reduce_of_a_registered_buffer_reduces_its_shards_zero_copy():
-    pool(3).run(vc.rooted, verb="reduce", count=1200, root=2, register=True)
+@pytest.mark.parametrize("size,root,inplace,count", [(3, 2, False, 1200), (2, 0, True, 999), (4, 1, True, 70001)])
+def test_a_two_step_reduce_of_registered_send_buffers_reads_them_zero_copy(size, root, inplace, count):
+    pool(size).run(vc.rooted, verb="reduce", count=count, root=root, inplace=inplace, register=True, algo="rsag")
 
 
 @pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
-def test_avg_of_a_sharded_reduce_divides_in_the_reduce_scatter(dtype):
-    pool(3).run(vc.avg, verb="reduce", count=96, dtype=dtype)
+def test_avg_of_a_two_step_reduce_divides_in_the_kernel(dtype):
+    pool(3).run(vc.avg, verb="reduce", count=96, dtype=dtype, algo="rsag")
 
 
 @pytest.mark.parametrize("verb,algo", [("all_reduce", "packet"), ("all_reduce", "simple"), ("all_reduce", "rsag"),

@@ -203,9 +203,10 @@ def mismatched_counts(comm, state) -> str:
 
 
 def rooted(comm, state, verb: str, count: int, root: int, dtype: str = "float32", op: str = "sum",
-           inplace: bool = False, seed: int = 0, register: bool = False) -> None:
-    """``gather``, ``scatter`` or ``reduce`` against the NumPy reference; non-roots pass None where allowed;
-    ``register``: a reduce's send buffer registered with the communicator for the call."""
+           inplace: bool = False, seed: int = 0, register: bool = False, algo: str | None = None) -> None:
+    """``gather``, ``scatter`` or ``reduce`` (by ``algo``: None, the default choice) against the NumPy reference;
+    non-roots pass None where allowed; ``register``: a reduce's send buffer registered with the communicator for
+    the call, which then runs zero-copy."""
     n, me = comm.size, comm.rank
     inputs = [data(r, count * (n if verb == "scatter" else 1), dtype, seed) for r in range(n)]
     x = inputs[me]
@@ -225,9 +226,9 @@ def rooted(comm, state, verb: str, count: int, root: int, dtype: str = "float32"
         else:
             send = cuda.to_device(x)
         recv = send if inplace else (cuda.to_device(np.zeros(count, np_dtype(dtype))) if me == root else None)
-        comm.reduce(send, None if inplace else recv, root=root, op=op)
-        if register:  # the reduce-scatter step ran zero-copy: it prepared a launch on the registered buffer
-            assert len(comm.algorithms.get("reduce_scatter", "read").kernel_launches()) > 1
+        comm.reduce(send, None if inplace else recv, root=root, op=op, algo=algo)
+        if register:
+            assert comm.algorithms.served["reduce"].last_kernel.endswith("zero_copy_simple")
             cuda.synchronize()
             comm.deregister_buffer(send)
         want = reference.all_reduce(inputs, op)[0]
@@ -237,7 +238,8 @@ def rooted(comm, state, verb: str, count: int, root: int, dtype: str = "float32"
 
 
 def avg(comm, state, verb: str, count: int, dtype: str, algo: str | None = None) -> None:
-    """``op="avg"`` of all_reduce, reduce_scatter or reduce equals the reference (the sum divided in the kernel)."""
+    """``op="avg"`` of all_reduce, reduce_scatter or reduce (by ``algo``) equals the reference (the sum divided in
+    the kernel)."""
     n, me = comm.size, comm.rank
     inputs = [data(r, count * (n if verb == "reduce_scatter" else 1), dtype, 3) for r in range(n)]
     send = cuda.to_device(inputs[me])
@@ -251,7 +253,7 @@ def avg(comm, state, verb: str, count: int, dtype: str, algo: str | None = None)
         want = reference.reduce_scatter(inputs, "avg")[me]
     else:
         recv = cuda.to_device(np.zeros(count, np_dtype(dtype)))
-        comm.reduce(send, recv, root=0, op="avg")
+        comm.reduce(send, recv, root=0, op="avg", algo=algo)
         want = reference.all_reduce(inputs, "avg")[0] if me == 0 else np.zeros(count, np_dtype(dtype))
     _sync(comm)
     np.testing.assert_array_equal(recv.copy_to_host(), want)

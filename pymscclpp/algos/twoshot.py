@@ -4,7 +4,12 @@ scratch, flags) and prepared launch, read-based kernels that move each byte acro
 
 from __future__ import annotations
 
+import dataclasses
+
+from numba.core import types
+
 from ..channels import reduce as red
+from ..runtime import handle_types as ht
 from ..runtime.launch import Launch
 from . import twoshot_kernels as k2
 from .algorithm import Call, CallBuffer
@@ -103,6 +108,58 @@ class ReduceScatterRead(ZeroCopyReduce, OneShot):
         return moved, moved
 
 
+class ReduceTwoStep(ZeroCopyReduce, OneShot):
+    """Reduce into the root as the two-step all-reduce with a gather for its all-gather (``reduce_rsag``): rank r
+    reduces shard r, the root reads them all; zero-copy (``reduce_zero_copy``) where every rank's send buffer is
+    mapped, only the send buffers: a non-root never learns which buffer the root's output is."""
+
+    collective = "reduce"
+    kernels = {"simple": k2.reduce_rsag_simple}
+    zero_copy_kernel = k2.reduce_zero_copy_simple
+    params = ("kind", "op", "root")
+    ops = frozenset(red.OPS)  # avg too: each shard reduced in one pass, then divided
+
+    def param_values(self, call: Call) -> tuple:
+        return (*super().param_values(call), call.root)
+
+    def bind(self, launch: Launch, call: Call) -> None:
+        """As every one-shot call's; a non-root's output (none: the kernel writes none there) is its input."""
+        super().bind(launch, call if call.recv.ptr is not None else dataclasses.replace(call, recv=call.send))
+
+    def window_buffers(self, call: Call) -> tuple[tuple[CallBuffer, int], ...]:
+        return ((call.send, call.peer_bytes),)
+
+    def zero_copy_args(self, windows: tuple) -> dict:
+        (sent,) = windows
+        base = self.kernel_launch.values
+        return {"chans": base["chans"], "call_check": base["call_check"], "fingerprint": 0, "ins": sent.handles,
+                "inp": sent.local, "out": base["out"], "scratch": base["scratch"], "flags": base["flags"],
+                "nbytes": 0, "slot_bytes": base["slot_bytes"], "rank": base["rank"], "nranks": base["nranks"],
+                "kind": 0, "op": 0, "root": 0}
+
+    def bind_zero_copy(self, launch: Launch, call: Call) -> None:
+        """The output is any buffer (this call's; a non-root's: its input, never written) and the root this call's."""
+        super().bind_zero_copy(launch, call)
+        out = call.recv if call.recv.ptr is not None else call.send
+        launch.set_buffer("out", out.ptr, call.peer_bytes, out.array)
+        launch.set_int("root", call.root)
+
+    @classmethod
+    def zero_copy_argtypes(cls, nranks: int) -> tuple:
+        i64 = types.int64
+        return (*kernel_argtypes(nranks, 1, 0), ht.BYTES, ht.U32, *[i64] * 7)
+
+    def traffic(self, message_bytes: int, nranks: int, rank: int, root: int = 0) -> tuple[int, int]:
+        """Per round: every peer reads its shard of our input (staged, or mapped) and we ours of theirs; a non-root
+        sends the root its reduced shard, which the root receives from each."""
+        sent = received = 0
+        for lens in round_shards(message_bytes, nranks, nranks - 1):
+            others = sum(lens) - lens[rank]
+            sent += others + (lens[rank] if rank != root else 0)
+            received += (nranks - 1) * lens[rank] + (others if rank == root else 0)
+        return sent, received
+
+
 class AllGatherRead(AllGather):
     """All-gather by reads from each peer's staged copy: every byte crosses a link once and lands in ``out``
     directly (the one-shot exchange writes peers' scratch, then each rank copies it out again)."""
@@ -139,4 +196,4 @@ class BroadcastScatterGather(Broadcast):
 
 
 TWO_STEP = {"all_reduce": AllReduceTwoShot, "all_gather": AllGatherRead, "broadcast": BroadcastScatterGather,
-            "reduce_scatter": ReduceScatterRead}
+            "reduce_scatter": ReduceScatterRead, "reduce": ReduceTwoStep}

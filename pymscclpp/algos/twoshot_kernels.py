@@ -7,7 +7,8 @@ parity as in every one-shot kernel on the same lanes; a rank rewrites a half two
 that every reader of its previous use has passed.
 
 Traffic per rank, N the message (all-gather: the gathered output): all-reduce sends and receives 2N(n-1)/n;
-all-gather and reduce-scatter N(n-1)/n; broadcast: the root sends 2N(n-1)/n, every other rank receives N.
+all-gather and reduce-scatter N(n-1)/n; broadcast: the root sends 2N(n-1)/n, every other rank receives N; reduce:
+N(n-1)/n each way, and the root receives N(n-1)/n more.
 """
 
 from __future__ import annotations
@@ -208,6 +209,99 @@ def reduce_scatter_zero_copy_simple(chans, call_check, fingerprint, windows, ins
                                     op):
     """``reduce_scatter_zero_copy`` (simple protocol)."""
     reduce_scatter_zero_copy(chans, call_check, fingerprint, windows, ins, inp, out, nbytes, rank, nranks, kind, op)
+
+
+@cuda.jit(device=True)
+def reduce_own_shard(out, at, scratch, held, own, sources, src_off, rank, root, nranks, n, tid, nt, kind, op):
+    """Shard ``rank`` of a reduce round, ``n`` bytes at ``at`` of the message: ours from ``own``, every peer's from
+    ``sources[j].dst[src_off:]`` (staged copies or mapped inputs), reduced in rank order into the root's ``out``
+    or a non-root's ``scratch[held:]``, where the root reads it (``root_reads_shards``)."""
+    if rank == root:
+        red.reduce_peers(out, at, out, at, own, at, rank, sources, src_off, nranks, n, tid, nt, kind, op)
+    else:
+        red.reduce_peers(scratch, held, scratch, held, own, at, rank, sources, src_off, nranks, n, tid, nt, kind, op)
+
+
+@cuda.jit(device=True)
+def root_reads_shards(out, base, chans, reduced, rem, full, rank, nranks, root, tid, nt):
+    """After every rank's ``reduce_own_shard`` of a round of ``rem`` bytes at ``base`` (and a barrier): the root
+    reads each peer's reduced shard from its scratch (at ``reduced`` + the block's offset in the shard) into
+    ``out``."""
+    if rank != root:
+        return
+    for i in range(nranks - 1):
+        j = peer_after(i, rank, nranks)
+        at, lo, n, _ = shard_slice(rem, full, nranks, peer_rank(j, rank))
+        if n > 0:
+            prim.copy_bytes(out, base + at, chans[j].dst, reduced + lo, n, tid, nt)
+
+
+@cuda.jit(device=True)
+def reduce_rsag(chans, call_check, fingerprint, inp, out, scratch, flags, nbytes, slot_bytes, rank, nranks, kind, op,
+                root):
+    """Reduce into the root's ``out`` as ``all_reduce_rsag`` with a gather where its all-gather was: rank r reduces
+    shard r reading every peer's staged copy (into ``out`` on the root, its scratch elsewhere), then the root reads
+    the reduced shards. Each rank sends N(n - 1)/n (a non-root also its shard) where a root reducing alone would
+    receive (n - 1)N; bit-identical to the all-reduce."""
+    tid, nt = cuda.threadIdx.x, cuda.blockDim.x
+    seq = begin_call(call_check, fingerprint, rank, nranks)
+    if not calls_agree(call_check, fingerprint, seq, rank, nranks):
+        return
+    rb = round_bytes(slot_bytes, nranks, nranks - 1)  # + a shard of reduced data fits the half's nranks slots
+    for base in range(0, nbytes, rb):
+        flag, half = begin_two_step(flags, nranks, slot_bytes)
+        rem, full = min(rb, nbytes - base), min(nbytes, rb)
+        for s in range(nranks):
+            at, _, n, held = shard_slice(rem, full, nranks, s)
+            if s != rank and n > 0:
+                prim.copy_bytes(scratch, half + held, inp, base + at, n, tid, nt)
+        signal_and_wait_all(chans, nranks)
+        at, lo, n, held = shard_slice(rem, full, nranks, rank)
+        if n > 0:
+            reduce_own_shard(out, base + at, scratch, half + rb + lo, inp, chans, half + held, rank, root, nranks, n,
+                             tid, nt, kind, op)
+        signal_and_wait_all(chans, nranks)
+        root_reads_shards(out, base, chans, half + rb, rem, full, rank, nranks, root, tid, nt)
+        end_round(flags, flag)
+
+
+@cuda.jit(cache=True, **SIMPLE_LIMITS)
+def reduce_rsag_simple(chans, call_check, fingerprint, inp, out, scratch, flags, nbytes, slot_bytes, rank, nranks,
+                       kind, op, root):
+    """``reduce_rsag`` (simple protocol)."""
+    reduce_rsag(chans, call_check, fingerprint, inp, out, scratch, flags, nbytes, slot_bytes, rank, nranks, kind, op,
+                root)
+
+
+@cuda.jit(device=True)
+def reduce_zero_copy(chans, call_check, fingerprint, windows, ins, inp, out, scratch, flags, nbytes, slot_bytes, rank,
+                     nranks, kind, op, root):
+    """``reduce_rsag`` on send buffers mapped on every rank (``algos.windows``): rank r reduces shard r reading every
+    rank's input (``ins[j].dst``) with nothing staged; the reduced shards go through the non-roots' scratch, so the
+    root's output need not be mapped (a non-root cannot know which buffer it is). The barrier after every round's
+    reductions also ends every read of the inputs."""
+    tid, nt = cuda.threadIdx.x, cuda.blockDim.x
+    if not agree_and_meet(chans, call_check, fingerprint, windows, rank, nranks):
+        return
+    rb = round_bytes(slot_bytes, nranks, nranks - 1)
+    for base in range(0, nbytes, rb):
+        flag, half = begin_two_step(flags, nranks, slot_bytes)
+        rem, full = min(rb, nbytes - base), min(nbytes, rb)
+        at, lo, n, _ = shard_slice(rem, full, nranks, rank)
+        if n > 0:
+            reduce_own_shard(out, base + at, scratch, half + rb + lo, inp, ins, base + at, rank, root, nranks, n, tid,
+                             nt, kind, op)
+        signal_and_wait_all(chans, nranks)
+        root_reads_shards(out, base, chans, half + rb, rem, full, rank, nranks, root, tid, nt)
+        end_round(flags, flag)
+
+
+@cuda.jit(cache=True, **SIMPLE_LIMITS)
+def reduce_zero_copy_simple(chans, call_check, fingerprint, windows, ins, inp, out, scratch, flags, nbytes, slot_bytes,
+                            rank, nranks, kind, op, root):
+    """``reduce_zero_copy`` (simple protocol)."""
+    reduce_zero_copy(chans, call_check, fingerprint, windows, ins, inp, out, scratch, flags, nbytes, slot_bytes, rank,
+                     nranks, kind, op, root)
 
 
 @cuda.jit(device=True)

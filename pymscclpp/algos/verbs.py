@@ -58,9 +58,8 @@ def _overlap(a: BufferInfo, b: BufferInfo) -> bool:
 
 
 class Staging:
-    """Device buffers a group packs its sends into or unpacks its receives from when it has several (and a
-    sharded reduce's shards, ``exchange_reduce``), by use; grown on demand, every one kept while the
-    communicator lives (a captured CUDA graph may still read an old one)."""
+    """Device buffers a group packs its sends into or unpacks its receives from when it has several, by use; grown
+    on demand, every one kept while the communicator lives (a captured CUDA graph may still read an old one)."""
 
     def __init__(self):
         self._buffers: dict[str, list] = {}

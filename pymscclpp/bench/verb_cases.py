@@ -103,7 +103,7 @@ def make_verb_case(op: str, comm, dist, torch, dtype, nbytes: int, redop: str, a
                                    torch.cat).to(dtype)
     nccl = None if dist is None else _nccl_call(op, dist, torch, x, ref, part, redop)
     bus = {"send_recv": 1.0, "reduce": 1.0}.get(op, (n - 1) / n)
-    mapped = (x,) if op in ("send_recv", "all_to_allv") else ()  # what their zero-copy reads need registered
+    mapped = (x,) if op in ("send_recv", "all_to_allv", "reduce", "gather") else ()  # read zero-copy when registered
     return Case(size, ours, nccl, (out, ref), bus, floor, expected, mapped)
 
 

@@ -6,8 +6,9 @@ index in ``DTYPES``; 0 an unlisted dtype, whose count is then in bytes), 59-62 t
 in ``COLLECTIVES``; ``send_recv`` and ``all_to_allv`` describe what one rank sends one peer, ``algos.exchange``).
 Never 0, which kernels read as "check off". A call that runs zero-copy (``zero_copy``) says so: collectives
 without a root in their root field (``REGISTERED``; ``PUSHED`` for a kernel that writes into peers' outputs
-where another reads peers' inputs), broadcast, which reduces nothing, in its op field, so ranks
-that disagree on it (one registered the buffers it calls with, another did not) fail the check.
+where another reads peers' inputs), broadcast, which reduces nothing, in its op field, reduce in the top bit of
+its root field (``REDUCE_MARK``: its root saturates at 1023, and a zero-copy call runs on one host, so on fewer
+ranks), so ranks that disagree on it (one registered the buffers it calls with, another did not) fail the check.
 """
 
 from __future__ import annotations
@@ -29,6 +30,8 @@ _COLLECTIVE_AT = _DTYPE_AT + DTYPE_BITS
 _DTYPE_NAMES = tuple(DTYPES)
 REGISTERED = 1 << _ROOT_AT  # OR-ed into a zero-copy call's fingerprint (not a rooted one's)
 PUSHED = 2 << _ROOT_AT  # instead, for a zero-copy call whose kernel writes into peers' outputs
+REDUCE_MARK = 1 << (_ROOT_AT + ROOT_BITS - 1)  # OR-ed into a zero-copy reduce's fingerprint
+_REDUCE_ROOT_BITS = ROOT_BITS - 1
 _ZERO_COPY_OP = (1 << OP_BITS) - 1  # the op field of a zero-copy broadcast's fingerprint (no op has this code)
 _OP_MASK = _ZERO_COPY_OP << _OP_AT
 
@@ -55,7 +58,8 @@ def pack(collective: str, nbytes: int, dtype: str, op: str, root: int) -> int:
     count = nbytes if itemsize is None else nbytes // itemsize
     op_code = OPS.index(op) + 1 if op in OPS else 0
     return ((COLLECTIVES.index(collective) + 1) << _COLLECTIVE_AT | dtype_code << _DTYPE_AT | op_code << _OP_AT
-            | _field(root, ROOT_BITS) << _ROOT_AT | _field(count, COUNT_BITS))
+            | _field(root, _REDUCE_ROOT_BITS if collective == "reduce" else ROOT_BITS) << _ROOT_AT
+            | _field(count, COUNT_BITS))
 
 
 def zero_copy(fp: int, pushes: bool = False) -> int:
@@ -63,9 +67,12 @@ def zero_copy(fp: int, pushes: bool = False) -> int:
     outputs (a rank pulling and a rank pushing would each leave the other's part unmoved)."""
     if not fp:
         return 0
-    if unpack(fp).collective == "broadcast":
+    collective = unpack(fp).collective
+    if collective == "broadcast":
         return fp & ~_OP_MASK | _ZERO_COPY_OP << _OP_AT
-    if unpack(fp).collective in ROOTED:
+    if collective == "reduce":
+        return fp | REDUCE_MARK
+    if collective in ROOTED:
         raise ValueError(f"{unpack(fp).collective} has no zero-copy mark")
     return fp | (PUSHED if pushes else REGISTERED)
 
@@ -115,15 +122,12 @@ def windows_mismatch_text(rank: int, peer: int, ours: int, theirs: int, seq: int
 
 def is_zero_copy(fp: int) -> bool:
     """Whether ``fp`` is marked by ``zero_copy``."""
-    if _marked_in_op(fp):
+    collective = unpack(fp).collective
+    if collective == "reduce":
+        return bool(fp & REDUCE_MARK)
+    if collective in ROOTED:  # broadcast's mark is in its op field (gather and scatter have none)
         return (fp & _OP_MASK) == _ZERO_COPY_OP << _OP_AT
     return bool(fp & (REGISTERED | PUSHED))
-
-
-def _marked_in_op(fp: int) -> bool:
-    """Whether ``fp``'s zero-copy mark is in its op field (rooted collectives, whose root field means something
-    else), not in its root field."""
-    return unpack(fp).collective in ROOTED
 
 
 def unpack(fp: int) -> Fingerprint:
@@ -134,7 +138,8 @@ def unpack(fp: int) -> Fingerprint:
     collective, dtype, op = get(_COLLECTIVE_AT, COLLECTIVE_BITS), get(_DTYPE_AT, DTYPE_BITS), get(_OP_AT, OP_BITS)
     name = COLLECTIVES[collective - 1] if 0 < collective <= len(COLLECTIVES) else f"collective {collective}"
     return Fingerprint(name, get(0, COUNT_BITS), _DTYPE_NAMES[dtype - 1] if 0 < dtype <= len(_DTYPE_NAMES) else None,
-                       OPS[op - 1] if 0 < op <= len(OPS) else f"op {op}", get(_ROOT_AT, ROOT_BITS))
+                       OPS[op - 1] if 0 < op <= len(OPS) else f"op {op}",
+                       get(_ROOT_AT, _REDUCE_ROOT_BITS if name == "reduce" else ROOT_BITS))
 
 
 def describe(fp: int) -> str:
@@ -149,7 +154,7 @@ def describe(fp: int) -> str:
     if f.collective in ROOTED:
         text += f" {'to' if f.collective in ('reduce', 'gather') else 'from'} root {f.root}"
     if is_zero_copy(fp):
-        pushed = not _marked_in_op(fp) and fp & PUSHED
+        pushed = f.collective not in ROOTED and fp & PUSHED
         text += " on registered buffers (zero-copy, writing into peers' outputs)" if pushed else \
             " on registered buffers (zero-copy)"
     return text

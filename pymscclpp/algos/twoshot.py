@@ -109,7 +109,7 @@ class ReduceScatterRead(ZeroCopyReduce, OneShot):
 
 
 class ReduceTwoStep(ZeroCopyReduce, OneShot):
-    """Reduce into the root as the two-step all-reduce with a gather for its all-gather (``reduce_rsag``): rank r
+    """Reduce into the root as the two-step all-reduce with a gather for its all-gather (``rsag``): rank r
     reduces shard r, the root reads them all; zero-copy (``reduce_zero_copy``) where every rank's send buffer is
     mapped, only the send buffers: a non-root never learns which buffer the root's output is."""
 

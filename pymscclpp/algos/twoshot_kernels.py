@@ -63,12 +63,47 @@ def begin_two_step(flags, nranks, slot_bytes):
 
 
 @cuda.jit(device=True)
-def all_reduce_rsag(chans, call_check, fingerprint, inp, out, scratch, flags, nbytes, slot_bytes, rank, nranks, kind,
-                    op):
-    """Two-shot all-reduce of ``nbytes``: stage the other ranks' shards of our input in our scratch; rank r reduces
-    shard r in rank order reading every peer's staged copy (bit-identical everywhere: one rank reduces each shard),
-    writes it to ``out`` and to its scratch; then every rank reads the reduced shards it lacks. Nothing is staged,
-    read or written unless the ranks' calls agree."""
+def stage_other_shards(scratch, half, inp, base, rem, full, rank, nranks, tid, nt):
+    """Copy the block's slice of every shard but ours of a round of ``rem`` bytes at ``base`` of ``inp`` into our
+    scratch ``half``, where the rank reducing it reads it."""
+    for s in range(nranks):
+        at, _, n, held = shard_slice(rem, full, nranks, s)
+        if s != rank and n > 0:
+            prim.copy_bytes(scratch, half + held, inp, base + at, n, tid, nt)
+
+
+@cuda.jit(device=True)
+def reduce_own_shard(out, at, scratch, held, own, sources, src_off, rank, root, nranks, n, tid, nt, kind, op):
+    """Shard ``rank`` of a two-step round, ``n`` bytes at ``at`` of the message: ours from ``own``, every peer's from
+    ``sources[j].dst[src_off:]`` (staged copies or mapped inputs), reduced in rank order into ``out`` and
+    ``scratch[held:]``, where peers read it (``read_reduced_shards``): an all-reduce's (``root`` -1) both, a
+    reduce's root only ``out``, its other ranks only their scratch."""
+    dst, dst_off = (scratch, held) if 0 <= root != rank else (out, at)  # one reduction body, whichever it is
+    copy, copy_off = (out, at) if root == rank else (scratch, held)
+    red.reduce_peers(dst, dst_off, copy, copy_off, own, at, rank, sources, src_off, nranks, n, tid, nt, kind, op)
+
+
+@cuda.jit(device=True)
+def read_reduced_shards(out, base, chans, reduced, rem, full, rank, nranks, root, tid, nt):
+    """After every rank's ``reduce_own_shard`` of a round of ``rem`` bytes at ``base`` (and a barrier): every rank
+    (``root`` -1), or the root, reads each peer's reduced shard from its scratch (at ``reduced`` + the block's
+    offset in the shard) into ``out``."""
+    if root >= 0 and rank != root:
+        return
+    for i in range(nranks - 1):
+        j = peer_after(i, rank, nranks)
+        at, lo, n, _ = shard_slice(rem, full, nranks, peer_rank(j, rank))
+        if n > 0:
+            prim.copy_bytes(out, base + at, chans[j].dst, reduced + lo, n, tid, nt)
+
+
+@cuda.jit(device=True)
+def rsag(chans, call_check, fingerprint, inp, out, scratch, flags, nbytes, slot_bytes, rank, nranks, kind, op, root):
+    """Two-shot all-reduce of ``nbytes`` (``root`` -1), or reduce into ``root``: stage the other ranks' shards of our
+    input in our scratch; rank r reduces shard r in rank order reading every peer's staged copy (bit-identical
+    everywhere: one rank reduces each shard) into ``out`` and its scratch (``reduce_own_shard``); then every rank
+    (the root) reads the reduced shards it lacks. Nothing is staged, read or written unless the ranks' calls
+    agree."""
     tid, nt = cuda.threadIdx.x, cuda.blockDim.x
     seq = begin_call(call_check, fingerprint, rank, nranks)
     if not calls_agree(call_check, fingerprint, seq, rank, nranks):
@@ -76,31 +111,23 @@ def all_reduce_rsag(chans, call_check, fingerprint, inp, out, scratch, flags, nb
     rb = round_bytes(slot_bytes, nranks, nranks - 1)  # + a shard of reduced data fits the half's nranks slots
     for base in range(0, nbytes, rb):
         flag, half = begin_two_step(flags, nranks, slot_bytes)
-        rem = min(rb, nbytes - base)
-        for s in range(nranks):
-            at, _, n, held = shard_slice(rem, min(nbytes, rb), nranks, s)
-            if s != rank and n > 0:
-                prim.copy_bytes(scratch, half + held, inp, base + at, n, tid, nt)
+        rem, full = min(rb, nbytes - base), min(nbytes, rb)
+        stage_other_shards(scratch, half, inp, base, rem, full, rank, nranks, tid, nt)
         signal_and_wait_all(chans, nranks)
-        at, lo, n, held = shard_slice(rem, min(nbytes, rb), nranks, rank)
+        at, lo, n, held = shard_slice(rem, full, nranks, rank)
         if n > 0:
-            red.reduce_peers(out, base + at, scratch, half + rb + lo, inp, base + at, rank, chans, half + held,
-                             nranks, n, tid, nt, kind, op)
+            reduce_own_shard(out, base + at, scratch, half + rb + lo, inp, chans, half + held, rank, root, nranks, n,
+                             tid, nt, kind, op)
         signal_and_wait_all(chans, nranks)
-        for i in range(nranks - 1):
-            j = peer_after(i, rank, nranks)
-            at, lo, n, _ = shard_slice(rem, min(nbytes, rb), nranks, peer_rank(j, rank))
-            if n > 0:
-                prim.copy_bytes(out, base + at, chans[j].dst, half + rb + lo, n, tid, nt)
+        read_reduced_shards(out, base, chans, half + rb, rem, full, rank, nranks, root, tid, nt)
         end_round(flags, flag)
 
 
 @cuda.jit(cache=True, **SIMPLE_LIMITS)
 def all_reduce_rsag_simple(chans, call_check, fingerprint, inp, out, scratch, flags, nbytes, slot_bytes, rank, nranks,
                            kind, op):
-    """``all_reduce_rsag`` (simple protocol: puts and semaphores)."""
-    all_reduce_rsag(chans, call_check, fingerprint, inp, out, scratch, flags, nbytes, slot_bytes, rank, nranks, kind,
-                    op)
+    """``rsag`` all-reduce (simple protocol: puts and semaphores)."""
+    rsag(chans, call_check, fingerprint, inp, out, scratch, flags, nbytes, slot_bytes, rank, nranks, kind, op, -1)
 
 
 @cuda.jit(device=True)
@@ -211,72 +238,18 @@ def reduce_scatter_zero_copy_simple(chans, call_check, fingerprint, windows, ins
     reduce_scatter_zero_copy(chans, call_check, fingerprint, windows, ins, inp, out, nbytes, rank, nranks, kind, op)
 
 
-@cuda.jit(device=True)
-def reduce_own_shard(out, at, scratch, held, own, sources, src_off, rank, root, nranks, n, tid, nt, kind, op):
-    """Shard ``rank`` of a reduce round, ``n`` bytes at ``at`` of the message: ours from ``own``, every peer's from
-    ``sources[j].dst[src_off:]`` (staged copies or mapped inputs), reduced in rank order into the root's ``out``
-    or a non-root's ``scratch[held:]``, where the root reads it (``root_reads_shards``)."""
-    if rank == root:
-        red.reduce_peers(out, at, out, at, own, at, rank, sources, src_off, nranks, n, tid, nt, kind, op)
-    else:
-        red.reduce_peers(scratch, held, scratch, held, own, at, rank, sources, src_off, nranks, n, tid, nt, kind, op)
-
-
-@cuda.jit(device=True)
-def root_reads_shards(out, base, chans, reduced, rem, full, rank, nranks, root, tid, nt):
-    """After every rank's ``reduce_own_shard`` of a round of ``rem`` bytes at ``base`` (and a barrier): the root
-    reads each peer's reduced shard from its scratch (at ``reduced`` + the block's offset in the shard) into
-    ``out``."""
-    if rank != root:
-        return
-    for i in range(nranks - 1):
-        j = peer_after(i, rank, nranks)
-        at, lo, n, _ = shard_slice(rem, full, nranks, peer_rank(j, rank))
-        if n > 0:
-            prim.copy_bytes(out, base + at, chans[j].dst, reduced + lo, n, tid, nt)
-
-
-@cuda.jit(device=True)
-def reduce_rsag(chans, call_check, fingerprint, inp, out, scratch, flags, nbytes, slot_bytes, rank, nranks, kind, op,
-                root):
-    """Reduce into the root's ``out`` as ``all_reduce_rsag`` with a gather where its all-gather was: rank r reduces
-    shard r reading every peer's staged copy (into ``out`` on the root, its scratch elsewhere), then the root reads
-    the reduced shards. Each rank sends N(n - 1)/n (a non-root also its shard) where a root reducing alone would
-    receive (n - 1)N; bit-identical to the all-reduce."""
-    tid, nt = cuda.threadIdx.x, cuda.blockDim.x
-    seq = begin_call(call_check, fingerprint, rank, nranks)
-    if not calls_agree(call_check, fingerprint, seq, rank, nranks):
-        return
-    rb = round_bytes(slot_bytes, nranks, nranks - 1)  # + a shard of reduced data fits the half's nranks slots
-    for base in range(0, nbytes, rb):
-        flag, half = begin_two_step(flags, nranks, slot_bytes)
-        rem, full = min(rb, nbytes - base), min(nbytes, rb)
-        for s in range(nranks):
-            at, _, n, held = shard_slice(rem, full, nranks, s)
-            if s != rank and n > 0:
-                prim.copy_bytes(scratch, half + held, inp, base + at, n, tid, nt)
-        signal_and_wait_all(chans, nranks)
-        at, lo, n, held = shard_slice(rem, full, nranks, rank)
-        if n > 0:
-            reduce_own_shard(out, base + at, scratch, half + rb + lo, inp, chans, half + held, rank, root, nranks, n,
-                             tid, nt, kind, op)
-        signal_and_wait_all(chans, nranks)
-        root_reads_shards(out, base, chans, half + rb, rem, full, rank, nranks, root, tid, nt)
-        end_round(flags, flag)
-
-
 @cuda.jit(cache=True, **SIMPLE_LIMITS)
 def reduce_rsag_simple(chans, call_check, fingerprint, inp, out, scratch, flags, nbytes, slot_bytes, rank, nranks,
                        kind, op, root):
-    """``reduce_rsag`` (simple protocol)."""
-    reduce_rsag(chans, call_check, fingerprint, inp, out, scratch, flags, nbytes, slot_bytes, rank, nranks, kind, op,
-                root)
+    """``rsag`` reduce into ``root`` (simple protocol): each rank sends N(n - 1)/n (a non-root also its reduced
+    shard) where a root reducing alone would receive (n - 1)N; bit-identical to the all-reduce."""
+    rsag(chans, call_check, fingerprint, inp, out, scratch, flags, nbytes, slot_bytes, rank, nranks, kind, op, root)
 
 
 @cuda.jit(device=True)
 def reduce_zero_copy(chans, call_check, fingerprint, windows, ins, inp, out, scratch, flags, nbytes, slot_bytes, rank,
                      nranks, kind, op, root):
-    """``reduce_rsag`` on send buffers mapped on every rank (``algos.windows``): rank r reduces shard r reading every
+    """The ``rsag`` reduce on send buffers mapped on every rank (``algos.windows``): rank r reduces shard r reading every
     rank's input (``ins[j].dst``) with nothing staged; the reduced shards go through the non-roots' scratch, so the
     root's output need not be mapped (a non-root cannot know which buffer it is). The barrier after every round's
     reductions also ends every read of the inputs."""
@@ -292,7 +265,7 @@ def reduce_zero_copy(chans, call_check, fingerprint, windows, ins, inp, out, scr
             reduce_own_shard(out, base + at, scratch, half + rb + lo, inp, ins, base + at, rank, root, nranks, n, tid,
                              nt, kind, op)
         signal_and_wait_all(chans, nranks)
-        root_reads_shards(out, base, chans, half + rb, rem, full, rank, nranks, root, tid, nt)
+        read_reduced_shards(out, base, chans, half + rb, rem, full, rank, nranks, root, tid, nt)
         end_round(flags, flag)
 
 

@@ -249,10 +249,10 @@ def reduce_rsag_simple(chans, call_check, fingerprint, inp, out, scratch, flags,
 @cuda.jit(device=True)
 def reduce_zero_copy(chans, call_check, fingerprint, windows, ins, inp, out, scratch, flags, nbytes, slot_bytes, rank,
                      nranks, kind, op, root):
-    """The ``rsag`` reduce on send buffers mapped on every rank (``algos.windows``): rank r reduces shard r reading every
-    rank's input (``ins[j].dst``) with nothing staged; the reduced shards go through the non-roots' scratch, so the
-    root's output need not be mapped (a non-root cannot know which buffer it is). The barrier after every round's
-    reductions also ends every read of the inputs."""
+    """The ``rsag`` reduce on send buffers mapped on every rank (``algos.windows``): rank r reduces shard r reading
+    every rank's input (``ins[j].dst``) with nothing staged; the reduced shards go through the non-roots' scratch,
+    so the root's output need not be mapped (a non-root cannot know which buffer it is). The barrier after every
+    round's reductions also ends every read of the inputs."""
     tid, nt = cuda.threadIdx.x, cuda.blockDim.x
     if not agree_and_meet(chans, call_check, fingerprint, windows, rank, nranks):
         return

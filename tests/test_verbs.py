@@ -201,6 +201,11 @@ def test_a_two_step_reduce_of_registered_send_buffers_reads_them_zero_copy(size,
     pool(size).run(vc.rooted, verb="reduce", count=count, root=root, inplace=inplace, register=True, algo="rsag")
 
 
+@pytest.mark.parametrize("size,root,inplace,count", [(2, 1, False, 1001), (3, 0, True, 1200), (4, 2, False, 70001)])
+def test_a_captured_two_step_reduce_writes_every_shard_into_the_roots_mapped_output(size, root, inplace, count):
+    pool(size).run(vc.captured_reduce, count=count, root=root, inplace=inplace)
+
+
 @pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
 def test_avg_of_a_two_step_reduce_divides_in_the_kernel(dtype):
     pool(3).run(vc.avg, verb="reduce", count=96, dtype=dtype, algo="rsag")

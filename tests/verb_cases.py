@@ -237,6 +237,35 @@ def rooted(comm, state, verb: str, count: int, root: int, dtype: str = "float32"
         np.testing.assert_array_equal(recv.copy_to_host(), want)
 
 
+def captured_reduce(comm, state, count: int, root: int, inplace: bool, repeat: int = 2) -> None:
+    """A two-step reduce whose stream is captured (the capture check forced true, as the simulator has no graphs):
+    every rank maps its send buffer and its output (a non-root passes none: its send buffer stands in), the ranks
+    write their shards straight into the root's output, exact call after call, the inputs untouched."""
+    from pymscclpp.algos import zero_copy
+    n, me = comm.size, comm.rank
+    real = zero_copy.capturing
+    zero_copy.capturing = lambda stream: True
+    try:
+        for it in range(repeat):
+            inputs = [data(r, count, "float32", seed=it) for r in range(n)]
+            send = _mapped(count, "float32")  # the simulator maps only memory from alloc
+            send.copy_to_device(inputs[me])
+            recv = _mapped(count, "float32") if me == root and not inplace else None
+            windows = comm.extension("windows")
+            before = windows.captured if windows is not None else 0
+            comm.reduce(send, recv, root=root, algo="rsag")
+            _sync(comm)
+            assert comm.algorithms.served["reduce"].last_kernel == "reduce_zero_copy_simple"
+            assert comm.extension("windows").captured == before + 2
+            want = reference.all_reduce(inputs, "sum")[0]
+            if me == root:
+                np.testing.assert_array_equal((send if inplace else recv).copy_to_host(), want)
+            else:
+                np.testing.assert_array_equal(send.copy_to_host(), inputs[me])
+    finally:
+        zero_copy.capturing = real
+
+
 def avg(comm, state, verb: str, count: int, dtype: str, algo: str | None = None) -> None:
     """``op="avg"`` of all_reduce, reduce_scatter or reduce (by ``algo``) equals the reference (the sum divided in
     the kernel)."""

@@ -109,9 +109,10 @@ class ReduceScatterRead(ZeroCopyReduce, OneShot):
 
 
 class ReduceTwoStep(ZeroCopyReduce, OneShot):
-    """Reduce into the root as the two-step all-reduce with a gather for its all-gather (``rsag``): rank r
-    reduces shard r, the root reads them all; zero-copy (``reduce_zero_copy``) where every rank's send buffer is
-    mapped, only the send buffers: a non-root never learns which buffer the root's output is."""
+    """Reduce into the root as the two-step all-reduce with a gather for its all-gather (``rsag``): rank r reduces
+    shard r, the root reads them all. Zero-copy (``reduce_zero_copy``) on registered send buffers: every rank reads
+    the inputs, the root still reads the shards (a non-root cannot know which registration the root's output is);
+    captured, every rank maps its output too and writes its shard into the root's."""
 
     collective = "reduce"
     kernels = {"simple": k2.reduce_rsag_simple}
@@ -123,31 +124,36 @@ class ReduceTwoStep(ZeroCopyReduce, OneShot):
         return (*super().param_values(call), call.root)
 
     def bind(self, launch: Launch, call: Call) -> None:
-        """As every one-shot call's; a non-root's output (none: the kernel writes none there) is its input."""
-        super().bind(launch, call if call.recv.ptr is not None else dataclasses.replace(call, recv=call.send))
+        """As every one-shot call's, with ``_output``."""
+        super().bind(launch, call if call.recv.ptr is not None else dataclasses.replace(call, recv=_output(call)))
 
     def window_buffers(self, call: Call) -> tuple[tuple[CallBuffer, int], ...]:
         return ((call.send, call.peer_bytes),)
 
+    def capture_buffers(self, call: Call) -> tuple[tuple[CallBuffer, int], ...]:
+        """The send buffer and the output (a non-root's: its send buffer, never written), so the root's reaches
+        every rank."""
+        return ((call.send, call.peer_bytes), (_output(call), call.peer_bytes))
+
     def zero_copy_args(self, windows: tuple) -> dict:
-        (sent,) = windows
+        sent, outs = windows[0], windows[-1]  # registered: the outputs are not mapped (the send buffers stand in)
         base = self.kernel_launch.values
         return {"chans": base["chans"], "call_check": base["call_check"], "fingerprint": 0, "ins": sent.handles,
-                "inp": sent.local, "out": base["out"], "scratch": base["scratch"], "flags": base["flags"],
-                "nbytes": 0, "slot_bytes": base["slot_bytes"], "rank": base["rank"], "nranks": base["nranks"],
-                "kind": 0, "op": 0, "root": 0}
+                "outs": outs.handles, "inp": sent.local, "out": base["out"], "scratch": base["scratch"],
+                "flags": base["flags"], "nbytes": 0, "slot_bytes": base["slot_bytes"], "rank": base["rank"],
+                "nranks": base["nranks"], "kind": 0, "op": 0, "root": 0, "push": int(len(windows) > 1)}
 
     def bind_zero_copy(self, launch: Launch, call: Call) -> None:
         """The output is any buffer (this call's; a non-root's: its input, never written) and the root this call's."""
         super().bind_zero_copy(launch, call)
-        out = call.recv if call.recv.ptr is not None else call.send
+        out = _output(call)
         launch.set_buffer("out", out.ptr, call.peer_bytes, out.array)
         launch.set_int("root", call.root)
 
     @classmethod
     def zero_copy_argtypes(cls, nranks: int) -> tuple:
         i64 = types.int64
-        return (*kernel_argtypes(nranks, 1, 0), ht.BYTES, ht.U32, *[i64] * 7)
+        return (*kernel_argtypes(nranks, 2, 0), ht.BYTES, ht.U32, *[i64] * 8)
 
     def traffic(self, message_bytes: int, nranks: int, rank: int, root: int = 0) -> tuple[int, int]:
         """Per round: every peer reads its shard of our input (staged, or mapped) and we ours of theirs; a non-root
@@ -158,6 +164,12 @@ class ReduceTwoStep(ZeroCopyReduce, OneShot):
             sent += others + (lens[rank] if rank != root else 0)
             received += (nranks - 1) * lens[rank] + (others if rank == root else 0)
         return sent, received
+
+
+def _output(call: Call) -> CallBuffer:
+    """A reduce's output on this rank: a non-root has none (the kernels never write it there), its send buffer
+    stands in."""
+    return call.recv if call.recv.ptr is not None else call.send
 
 
 class AllGatherRead(AllGather):

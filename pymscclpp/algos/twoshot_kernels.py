@@ -247,34 +247,39 @@ def reduce_rsag_simple(chans, call_check, fingerprint, inp, out, scratch, flags,
 
 
 @cuda.jit(device=True)
-def reduce_zero_copy(chans, call_check, fingerprint, windows, ins, inp, out, scratch, flags, nbytes, slot_bytes, rank,
-                     nranks, kind, op, root):
+def reduce_zero_copy(chans, call_check, fingerprint, windows, ins, outs, inp, out, scratch, flags, nbytes, slot_bytes,
+                     rank, nranks, kind, op, root, push):
     """The ``rsag`` reduce on send buffers mapped on every rank (``algos.windows``): rank r reduces shard r reading
-    every rank's input (``ins[j].dst``) with nothing staged; the reduced shards go through the non-roots' scratch,
-    so the root's output need not be mapped (a non-root cannot know which buffer it is). The barrier after every
-    round's reductions also ends every read of the inputs."""
+    every rank's input (``ins[j].dst``), nothing staged. ``push`` (a captured call, whose outputs every rank maps
+    too: ``outs``): each rank writes its shard straight into the root's output, in one round; else (registered
+    send buffers: a non-root cannot know which buffer the root's output is) through the non-roots' scratch, from
+    which the root reads them. The barrier after every round's reductions also ends every read of the inputs."""
     tid, nt = cuda.threadIdx.x, cuda.blockDim.x
     if not agree_and_meet(chans, call_check, fingerprint, windows, rank, nranks):
         return
-    rb = round_bytes(slot_bytes, nranks, nranks - 1)
+    rb = nbytes if push else round_bytes(slot_bytes, nranks, nranks - 1)
+    landing = scratch  # where a non-root's reduced shard goes
+    if push and rank != root:
+        landing = outs[peer_index(root, rank)].dst
     for base in range(0, nbytes, rb):
         flag, half = begin_two_step(flags, nranks, slot_bytes)
         rem, full = min(rb, nbytes - base), min(nbytes, rb)
         at, lo, n, _ = shard_slice(rem, full, nranks, rank)
         if n > 0:
-            reduce_own_shard(out, base + at, scratch, half + rb + lo, inp, ins, base + at, rank, root, nranks, n, tid,
-                             nt, kind, op)
+            reduce_own_shard(out, base + at, landing, base + at if push else half + rb + lo, inp, ins, base + at,
+                             rank, root, nranks, n, tid, nt, kind, op)
         signal_and_wait_all(chans, nranks)
-        read_reduced_shards(out, base, chans, half + rb, rem, full, rank, nranks, root, tid, nt)
+        if not push:
+            read_reduced_shards(out, base, chans, half + rb, rem, full, rank, nranks, root, tid, nt)
         end_round(flags, flag)
 
 
 @cuda.jit(cache=True, **SIMPLE_LIMITS)
-def reduce_zero_copy_simple(chans, call_check, fingerprint, windows, ins, inp, out, scratch, flags, nbytes, slot_bytes,
-                            rank, nranks, kind, op, root):
+def reduce_zero_copy_simple(chans, call_check, fingerprint, windows, ins, outs, inp, out, scratch, flags, nbytes,
+                            slot_bytes, rank, nranks, kind, op, root, push):
     """``reduce_zero_copy`` (simple protocol)."""
-    reduce_zero_copy(chans, call_check, fingerprint, windows, ins, inp, out, scratch, flags, nbytes, slot_bytes, rank,
-                     nranks, kind, op, root)
+    reduce_zero_copy(chans, call_check, fingerprint, windows, ins, outs, inp, out, scratch, flags, nbytes, slot_bytes,
+                     rank, nranks, kind, op, root, push)
 
 
 @cuda.jit(device=True)

@@ -59,8 +59,14 @@ class ZeroCopy:
         None: this call cannot run zero-copy."""
         raise NotImplementedError
 
+    def capture_buffers(self, call: Call) -> tuple[tuple[CallBuffer, int], ...]:
+        """The buffers (and their bytes) every rank maps when ``call`` is captured: ``window_buffers``, unless a
+        family maps more there (a rank may name buffers of its own that a registration could not pair up)."""
+        return self.window_buffers(call)
+
     def zero_copy_args(self, windows: tuple) -> dict:
-        """The zero-copy kernel's arguments on ``windows`` (one per ``window_buffers``; per-call integers 0)."""
+        """The zero-copy kernel's arguments on ``windows`` (one per ``window_buffers``, or per ``capture_buffers``
+        for a captured call; per-call integers 0)."""
         raise NotImplementedError
 
     @classmethod
@@ -98,7 +104,7 @@ class ZeroCopy:
         windows = tuple(self.windows.find(buf.ptr, nbytes) for buf, nbytes in wanted)
         if all(w is not None for w in windows):
             return wanted, windows
-        return (wanted, None) if self._capture and capturing(call.stream) else None
+        return (self.capture_buffers(call), None) if self._capture and capturing(call.stream) else None
 
     def _zero_copy_launch(self, call: Call) -> tuple[Launch, int] | None:
         """The zero-copy launch for ``call`` on its grid (``grid.call_blocks``), prepared for its registered buffers

@@ -40,8 +40,10 @@ def pattern(rank: int, n: int, k: int, dtype, start: int = 0) -> torch.Tensor:
 def expected(collective: str, size: int, rank: int, c: int, k: int, dtype, root: int) -> torch.Tensor:
     """What ``collective`` leaves in this rank's output when every rank's input is ``pattern``; ``c`` elements
     per slot (the whole buffer for all_reduce and broadcast)."""
-    if collective == "all_reduce":
+    if collective == "all_reduce" or (collective == "reduce" and rank == root):
         return sum(pattern(r, c, k, torch.float32) for r in range(size)).to(dtype)
+    if collective == "reduce":  # a non-root's buffer, never written
+        return torch.full((c,), 99, dtype=dtype, device=DEVICE)
     if collective == "broadcast":
         return pattern(root, c, k, dtype)
     if collective == "all_gather":
@@ -66,7 +68,7 @@ def _capture(call):
 def replayed(comm, state, collective: str, count: int, dtype: str, replays: int, algo=None, root: int = 0):
     """One call of ``collective`` (``count`` elements per slot) captured, then replayed ``replays`` times."""
     dt, size, rank = getattr(torch, dtype), comm.size, comm.rank
-    whole = collective in ("all_reduce", "broadcast")
+    whole = collective in ("all_reduce", "broadcast", "reduce")
     send_n = count if whole or collective == "all_gather" else size * count
     recv_n = count if whole or collective == "reduce_scatter" else size * count
     send = torch.zeros(send_n, dtype=dt, device=DEVICE)
@@ -75,7 +77,8 @@ def replayed(comm, state, collective: str, count: int, dtype: str, replays: int,
             "all_gather": lambda: comm.all_gather(send, recv, algo=algo),
             "reduce_scatter": lambda: comm.reduce_scatter(send, recv, algo=algo),
             "all_to_all": lambda: comm.all_to_all(send, recv, algo=algo),
-            "broadcast": lambda: comm.broadcast(send, recv, root=root, algo=algo)}[collective]
+            "broadcast": lambda: comm.broadcast(send, recv, root=root, algo=algo),
+            "reduce": lambda: comm.reduce(send, recv if rank == root else None, root=root, algo=algo)}[collective]
     run = _capture(call)
     for k in range(replays):
         send.copy_(pattern(rank, send_n, k, dt))
@@ -123,7 +126,8 @@ def two_streams(comm, state, count: int, dtype: str, batches: int, per_batch: in
 
 
 def plan_cases(size: int, replays: int) -> list:
-    """Every collective with both algorithms and two dtypes, the wide packet all-reduce, two streams."""
+    """Every collective with both algorithms and two dtypes, the wide packet all-reduce, reduce by both its
+    algorithms, two streams."""
     big = (1 << 20) + 3 if GPU else 3000 + 3  # elements per slot; odd on purpose; the simulator is slow
     plan = []
     two_step = {"all_reduce": "rsag", "all_gather": "read", "broadcast": "scatter_gather"}
@@ -135,6 +139,9 @@ def plan_cases(size: int, replays: int) -> list:
                 if collective == "broadcast":
                     params["root"] = size - 1
                 plan.append((replayed, params))
+    for algo, count in (("exchange", 1000), ("rsag", big)):  # a captured rsag reduce writes into the root's output
+        plan.append((replayed, dict(collective="reduce", count=count, dtype="bfloat16", replays=replays, algo=algo,
+                                    root=size - 1)))
     per_batch = 8 if GPU else 3  # calls of each communicator in flight
     plan.append((replayed, dict(collective="all_reduce", count=20_000 if GPU else 4000, dtype="float16",
                                 replays=replays, algo="packet_wide")))

@@ -99,6 +99,16 @@ def test_rooted_verbs_on_two_to_eight_ranks_match_numpy(size, verb, count, root,
                    inplace=inplace and reducing, seed=seed)
 
 
+@_PROPERTIES
+@given(size=_SIZES, count=st.integers(1, 3000), root=st.integers(0, 7),
+       dtype=st.sampled_from(["float32", "bfloat16", "float16", "int32", "uint8"]),
+       op=st.sampled_from(["sum", "min", "max", "prod", "avg"]), inplace=st.booleans(), register=st.booleans(),
+       seed=st.integers(0, 1000))
+def test_two_step_reduces_on_two_to_eight_ranks_match_numpy(size, count, root, dtype, op, inplace, register, seed):
+    pool(size).run(vc.rooted, verb="reduce", count=count, root=root % size, dtype=dtype, op=op, inplace=inplace,
+                   register=register, seed=seed, algo="rsag")
+
+
 def test_a_rank_that_only_sends_to_itself_needs_no_other_rank():
     p = RankPool(2, env={"PYMSCCLPP_TIMEOUT_S": "30"})  # fresh ranks: no exchange set up yet
     try:

@@ -142,6 +142,13 @@ def test_a_send_that_does_not_match_its_recv_raises_on_both_ranks_naming_both_si
         assert "64 float32" in text and want in text and f"rank {1 - rank}" in text, text
 
 
+@pytest.mark.parametrize("case,words", [("root", ("to root 0", "to root 1")),
+                                        ("registered", ("on registered buffers (zero-copy)",))])
+def test_two_step_reduces_that_differ_raise_on_both_ranks_naming_both_calls(case, words):
+    for text in _failing(vc.mismatched_reduce, case=case):
+        assert all(w in text for w in words) and "reduce of 300 float32" in text, text
+
+
 def test_sends_matched_to_receives_of_other_sizes_in_order_raise_on_both_ranks():
     for text in _failing(vc.reordered_sends):
         assert "1507 float32" in text and "op sizes" in text, text

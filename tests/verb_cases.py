@@ -130,6 +130,27 @@ def mismatched_send_recv(comm, state, case: str) -> str:
     return ""
 
 
+def mismatched_reduce(comm, state, case: str) -> str:
+    """Two ranks' two-step reduces that differ (``root``: rank 1 names another root; ``registered``: both register a
+    buffer, rank 1 reduces another, so only rank 0 runs zero-copy): both raise CallMismatchError and the root's
+    output is untouched. The error text."""
+    count, me = 300, comm.rank
+    registered, other = (view_as(alloc(4 * count), np.float32) for _ in range(2))
+    if case == "registered":
+        comm.register_buffer(registered)
+    send = other if case == "registered" and me == 1 else registered
+    send.copy_to_device(data(me, count, "float32"))
+    out = cuda.to_device(np.full(count, 7, np.float32))
+    root = 1 if case == "root" and me == 1 else 0
+    try:
+        comm.reduce(send, out if me == root else None, root=root, algo="rsag")
+        _sync(comm)
+    except CallMismatchError as exc:
+        assert (out.copy_to_host() == 7).all()
+        return str(exc)
+    raise AssertionError(f"rank {me}: a mismatched reduce did not raise")
+
+
 def reordered_sends(comm, state) -> str:
     """Rank 0 sends rank 1 7 then 1500 elements, rank 1 receives 1500 then 7 (same totals, same op count): both
     raise CallMismatchError (the pair descriptors digest the op sizes in order); the error text."""

@@ -218,9 +218,11 @@ def test_a_two_step_reduce_of_registered_send_buffers_reads_them_zero_copy(size,
     pool(size).run(vc.rooted, verb="reduce", count=count, root=root, inplace=inplace, register=True, algo="rsag")
 
 
-@pytest.mark.parametrize("size,root,inplace,count", [(2, 1, False, 1001), (3, 0, True, 1200), (4, 2, False, 70001)])
-def test_a_captured_two_step_reduce_writes_every_shard_into_the_roots_mapped_output(size, root, inplace, count):
-    pool(size).run(vc.captured_reduce, count=count, root=root, inplace=inplace)
+@pytest.mark.parametrize("size,root,inplace,count,register", [
+    (2, 1, False, 1001, False), (3, 0, True, 1200, False), (4, 2, False, 70001, False), (3, 1, False, 999, True)])
+def test_a_captured_two_step_reduce_writes_every_shard_into_the_roots_mapped_output(size, root, inplace, count,
+                                                                                     register):
+    pool(size).run(vc.captured_reduce, count=count, root=root, inplace=inplace, register=register)
 
 
 @pytest.mark.parametrize("dtype", ["float32", "bfloat16"])

@@ -258,10 +258,12 @@ def rooted(comm, state, verb: str, count: int, root: int, dtype: str = "float32"
         np.testing.assert_array_equal(recv.copy_to_host(), want)
 
 
-def captured_reduce(comm, state, count: int, root: int, inplace: bool, repeat: int = 2) -> None:
+def captured_reduce(comm, state, count: int, root: int, inplace: bool, register: bool = False,
+                    repeat: int = 2) -> None:
     """A two-step reduce whose stream is captured (the capture check forced true, as the simulator has no graphs):
-    every rank maps its send buffer and its output (a non-root passes none: its send buffer stands in), the ranks
-    write their shards straight into the root's output, exact call after call, the inputs untouched."""
+    every rank maps its send buffer and its output (a non-root passes none: its send buffer stands in), also where
+    the send buffer is ``register``-ed, the ranks write their shards straight into the root's output, exact call
+    after call, the inputs untouched."""
     from pymscclpp.algos import zero_copy
     n, me = comm.size, comm.rank
     real = zero_copy.capturing
@@ -270,6 +272,8 @@ def captured_reduce(comm, state, count: int, root: int, inplace: bool, repeat: i
         for it in range(repeat):
             inputs = [data(r, count, "float32", seed=it) for r in range(n)]
             send = _mapped(count, "float32")  # the simulator maps only memory from alloc
+            if register:
+                comm.register_buffer(send)
             send.copy_to_device(inputs[me])
             recv = _mapped(count, "float32") if me == root and not inplace else None
             windows = comm.extension("windows")
@@ -283,6 +287,8 @@ def captured_reduce(comm, state, count: int, root: int, inplace: bool, repeat: i
                 np.testing.assert_array_equal((send if inplace else recv).copy_to_host(), want)
             else:
                 np.testing.assert_array_equal(send.copy_to_host(), inputs[me])
+            if register:
+                comm.deregister_buffer(send)
     finally:
         zero_copy.capturing = real
 

@@ -112,13 +112,14 @@ class ReduceTwoStep(ZeroCopyReduce, OneShot):
     """Reduce into the root as the two-step all-reduce with a gather for its all-gather (``rsag``): rank r reduces
     shard r, the root reads them all. Zero-copy (``reduce_zero_copy``) on registered send buffers: every rank reads
     the inputs, the root still reads the shards (a non-root cannot know which registration the root's output is);
-    captured, every rank maps its output too and writes its shard into the root's."""
+    captured (registered or not), every rank maps its output too and writes its shard into the root's."""
 
     collective = "reduce"
     kernels = {"simple": k2.reduce_rsag_simple}
     zero_copy_kernel = k2.reduce_zero_copy_simple
     params = ("kind", "op", "root")
     ops = frozenset(red.OPS)  # avg too: each shard reduced in one pass, then divided
+    captured_maps_first = True  # registered send buffers cannot reach the root's output: a capture maps it
 
     def param_values(self, call: Call) -> tuple:
         return (*super().param_values(call), call.root)

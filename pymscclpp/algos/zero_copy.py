@@ -39,6 +39,7 @@ class ZeroCopy:
     pushes = False  # the kernel writes into peers' outputs (its fingerprint says so, ``fingerprint.zero_copy``)
     in_place_moves_bytes = False  # in place, peers find our bytes elsewhere in our windows (the tag says so)
     copies = True  # the kernel only moves bytes (``grid.call_blocks``)
+    captured_maps_first = False  # a captured call maps ``capture_buffers`` even where its buffers are registered
 
     def setup(self, comm) -> None:
         super().setup(comm)
@@ -101,10 +102,13 @@ class ZeroCopy:
         wanted = self.window_buffers(call) if self.protocol == "simple" else None
         if wanted is None:
             return None
+        captured = self._capture and capturing(call.stream)
+        if captured and self.captured_maps_first:
+            return self.capture_buffers(call), None
         windows = tuple(self.windows.find(buf.ptr, nbytes) for buf, nbytes in wanted)
         if all(w is not None for w in windows):
             return wanted, windows
-        return (self.capture_buffers(call), None) if self._capture and capturing(call.stream) else None
+        return (self.capture_buffers(call), None) if captured else None
 
     def _zero_copy_launch(self, call: Call) -> tuple[Launch, int] | None:
         """The zero-copy launch for ``call`` on its grid (``grid.call_blocks``), prepared for its registered buffers

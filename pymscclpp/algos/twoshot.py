@@ -126,7 +126,8 @@ class ReduceTwoStep(ZeroCopyReduce, OneShot):
 
     def bind(self, launch: Launch, call: Call) -> None:
         """As every one-shot call's, with ``_output``."""
-        super().bind(launch, call if call.recv.ptr is not None else dataclasses.replace(call, recv=_output(call)))
+        out = _output(call)
+        super().bind(launch, call if out is call.recv else dataclasses.replace(call, recv=out))
 
     def window_buffers(self, call: Call) -> tuple[tuple[CallBuffer, int], ...]:
         return ((call.send, call.peer_bytes),)

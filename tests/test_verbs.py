@@ -206,6 +206,22 @@ def test_reduce_in_place_on_the_root():
     pool(2).run(vc.rooted, verb="reduce", count=77, root=1, inplace=True)
 
 
+@pytest.mark.parametrize("algo", ["packet", "packet_wide", "exchange"])
+@pytest.mark.parametrize("size,root,op,inplace,count", [
+    (2, 1, "sum", False, 1001), (3, 0, "max", True, 300), (5, 3, "sum", False, 4099), (4, 2, "avg", False, 7)])
+def test_a_reduce_by_each_small_message_algorithm_writes_the_roots_output_and_nothing_else(size, root, op, inplace,
+                                                                                           count, algo):
+    pool(size).run(vc.rooted, verb="reduce", count=count, root=root, op=op, inplace=inplace, algo=algo,
+                   others_recv=True)
+
+
+@pytest.mark.parametrize("size,count,served", [(2, 4096, "packet"), (3, 16384, "packet_wide"),
+                                               (2, 100000, "exchange"), (3, 70000, "rsag")])
+def test_small_reduces_run_the_all_reduce_packets_by_default(size, count, served):
+    # float32: 16 KB is the narrow packets' last size, 256 KB the wide ones' at 2-7 ranks
+    assert pool(size).run(vc.rooted, verb="reduce", count=count, root=size - 1) == [served] * size
+
+
 @pytest.mark.parametrize("size,root,op,inplace,count", [
     (2, 1, "sum", False, 1001), (3, 0, "sum", False, 1200), (4, 1, "max", True, 1200), (4, 3, "sum", False, 37),
     (5, 2, "min", True, 90001)])  # 37: shards of one element, some empty; 90001 floats: two rounds of 256 KB

@@ -224,10 +224,13 @@ def mismatched_counts(comm, state) -> str:
 
 
 def rooted(comm, state, verb: str, count: int, root: int, dtype: str = "float32", op: str = "sum",
-           inplace: bool = False, seed: int = 0, register: bool = False, algo: str | None = None) -> None:
+           inplace: bool = False, seed: int = 0, register: bool = False, algo: str | None = None,
+           others_recv: bool = False) -> str:
     """``gather``, ``scatter`` or ``reduce`` (by ``algo``: None, the default choice) against the NumPy reference;
-    non-roots pass None where allowed; ``register``: a reduce's send buffer registered with the communicator for
-    the call, which then runs zero-copy."""
+    non-roots pass None where allowed (``others_recv``: a reduce's non-roots pass a receive buffer, which stays
+    untouched); a reduce leaves every input but the root's in place untouched; ``register``: a reduce's send
+    buffer registered with the communicator for the call, which then runs zero-copy. The name of the algorithm
+    that served it."""
     n, me = comm.size, comm.rank
     inputs = [data(r, count * (n if verb == "scatter" else 1), dtype, seed) for r in range(n)]
     x = inputs[me]
@@ -246,16 +249,23 @@ def rooted(comm, state, verb: str, count: int, root: int, dtype: str = "float32"
             comm.register_buffer(send)
         else:
             send = cuda.to_device(x)
-        recv = send if inplace else (cuda.to_device(np.zeros(count, np_dtype(dtype))) if me == root else None)
+        zeros = np.zeros(count, np_dtype(dtype))
+        recv = send if inplace else (cuda.to_device(zeros) if me == root or others_recv else None)
         comm.reduce(send, None if inplace else recv, root=root, op=op, algo=algo)
         if register:
             assert comm.algorithms.served["reduce"].last_kernel.endswith("zero_copy_simple")
             cuda.synchronize()
             comm.deregister_buffer(send)
         want = reference.all_reduce(inputs, op)[0]
+        _sync(comm)
+        if not (inplace and me == root):
+            np.testing.assert_array_equal(send.copy_to_host(), x)
+        if me != root and recv is not None and not inplace:
+            np.testing.assert_array_equal(recv.copy_to_host(), zeros)
     _sync(comm)
     if recv is not None and (verb == "scatter" or me == root):
         np.testing.assert_array_equal(recv.copy_to_host(), want)
+    return comm.algorithms.served[verb].name
 
 
 def captured_reduce(comm, state, count: int, root: int, inplace: bool, register: bool = False,

@@ -25,7 +25,7 @@ from .cross_host import CrossHost
 from .library_plans import LibraryPlan
 from .exchange import EXCHANGED, Exchange
 from .exchange_port import CrossHostExchange
-from .oneshot import BY_COLLECTIVE, PACKET_MAX, AllReduce
+from .oneshot import BY_COLLECTIVE, PACKET_MAX, AllReduce, Reduce
 from .push import PUSH
 from .twoshot import TWO_STEP
 from .twoshot_packet import AllReduceTwoShotPacket
@@ -45,15 +45,16 @@ def default_table(nranks: int) -> dict:
     """The built-in selection table for ``nranks`` ranks, from one H200 shared by the ranks (docs/performance.md):
     packets for small messages; above, the two-step kernels from 3 ranks up (from 64 KB at 8 ranks, where the
     one-shot packets move 7x the bytes), and at 2 ranks the one-shot simple kernels, except a two-shot all-reduce
-    from 16 MB; reduce by the verbs' exchange, then two-step (from 1 MB at 2 ranks); for calls that run zero-copy,
-    the two-step all-reduce from 256 KB and reduce-scatter from 4 MB."""
+    from 16 MB; reduce as the all-reduce's packets (its non-roots drop their result), then two-step (at 2 ranks the
+    verbs' exchange between, to 1 MB); for calls that run zero-copy, the two-step all-reduce from 256 KB and
+    reduce-scatter from 4 MB."""
     packet_max = 64 << 10 if nranks >= 8 else 256 << 10
     if nranks <= 2:
         ar = [(16 << 10, "packet"), (256 << 10, "packet_wide"), (16 << 20, "simple"), (_INF, "rsag")]
     else:
         ar = [(16 << 10, "packet"), (packet_max, "packet_wide"), (_INF, "rsag")]
     table = {"all_reduce": ar, **{c: [(_INF, "exchange")] for c in EXCHANGED}}
-    table["reduce"] = [(1 << 20 if nranks <= 2 else packet_max, "exchange"), (_INF, "rsag")]
+    table["reduce"] = [*ar[:2], *([(1 << 20, "exchange")] if nranks <= 2 else []), (_INF, "rsag")]
     if nranks <= 2:
         table["all_reduce" + ZERO_COPY] = [(256 << 10, "packet_wide"), (_INF, "rsag")]
         table["reduce_scatter" + ZERO_COPY] = [(256 << 10, "packet"), (4 << 20, "simple"), (_INF, "read")]
@@ -85,8 +86,9 @@ def builtin_factories() -> dict[tuple[str, str], Callable[[], Algorithm]]:
     for collective in EXCHANGED:
         out[collective, "exchange"] = lambda c=collective: Exchange(c)
         out[collective, "cross_host"] = lambda c=collective: CrossHostExchange(c)
-    out["all_reduce", "packet"] = lambda: AllReduce("packet", "packet", *grid["packet_narrow"], PACKET_MAX)
-    out["all_reduce", "packet_wide"] = lambda: AllReduce("packet_wide", "packet", *grid["packet"], PACKET_MAX)
+    for collective, cls in (("all_reduce", AllReduce), ("reduce", Reduce)):
+        out[collective, "packet"] = lambda cls=cls: cls("packet", "packet", *grid["packet_narrow"], PACKET_MAX)
+        out[collective, "packet_wide"] = lambda cls=cls: cls("packet_wide", "packet", *grid["packet"], PACKET_MAX)
     out["all_reduce", "rsag_packet"] = lambda: AllReduceTwoShotPacket("rsag_packet", *grid["packet"])
     return out
 

@@ -32,6 +32,12 @@ def simple_round_bytes(nranks: int) -> int:
     return max(1 << 20, min(32 << 20, (128 << 20) // nranks)) // 16 * 16
 
 
+def reduce_output(call: Call) -> CallBuffer:
+    """A call's output on this rank: a reduce's non-root has none (the kernels never write it there), its send
+    buffer stands in."""
+    return call.recv if call.recv.ptr is not None else call.send
+
+
 class Lanes:
     """What the one-shot algorithms of one protocol and grid share on a communicator: a MemoryChannel to every
     peer with one semaphore per block, a scratch of two halves of ``nranks`` slots of ``slot_bytes``, and one flag
@@ -100,10 +106,11 @@ class OneShot(PreparedKernel):
         return ()
 
     def bind(self, launch: Launch, call: Call) -> None:
-        """The call's buffers (a slot each, or ``nranks`` slots), bytes per slot, fingerprint and params."""
-        nbytes, nranks = call.peer_bytes, self.nranks
+        """The call's buffers (a slot each, or ``nranks`` slots; ``reduce_output``), bytes per slot, fingerprint
+        and params."""
+        nbytes, nranks, out = call.peer_bytes, self.nranks, reduce_output(call)
         launch.set_buffer("inp", call.send.ptr, nbytes * nranks if self.send_all else nbytes, call.send.array)
-        launch.set_buffer("out", call.recv.ptr, nbytes * nranks if self.recv_all else nbytes, call.recv.array)
+        launch.set_buffer("out", out.ptr, nbytes * nranks if self.recv_all else nbytes, out.array)
         launch.set_int("nbytes", nbytes)
         launch.set_int("fingerprint", self.check.fingerprint(call))
         for name, value in zip(self.params, self.param_values(call)):
@@ -130,12 +137,22 @@ class AllReduce(OneShot):
 
     collective = "all_reduce"
     kernels = {"packet": reduce_kernels.reduce_ll, "simple": reduce_kernels.reduce_simple}
-    params = ("send_stride", "kind", "op")
+    params = ("send_stride", "kind", "op", "root")
     ops = frozenset(red.OPS)  # avg too: every rank's slot reduced in one pass, then divided
 
     def param_values(self, call: Call) -> tuple:
-        # the send stride: every peer gets the whole buffer (all-reduce) or its own slot (reduce-scatter)
-        return (call.peer_bytes if self.send_all else 0, red.DTYPE_KINDS[call.dtype], red.OPS[call.op])
+        # the send stride: every peer gets the whole buffer (all-reduce) or its own slot (reduce-scatter); no root
+        return (call.peer_bytes if self.send_all else 0, red.DTYPE_KINDS[call.dtype], red.OPS[call.op], -1)
+
+
+class Reduce(AllReduce):
+    """A small reduce as the one-shot all-reduce whose non-roots drop their result (the root's output only is
+    written): where one meeting per launch is the cost, it costs what the all-reduce of its bytes does."""
+
+    collective = "reduce"
+
+    def param_values(self, call: Call) -> tuple:
+        return (*super().param_values(call)[:-1], call.root)
 
 
 class ReduceScatter(AllReduce):

@@ -4,8 +4,6 @@ scratch, flags) and prepared launch, read-based kernels that move each byte acro
 
 from __future__ import annotations
 
-import dataclasses
-
 from numba.core import types
 
 from ..channels import reduce as red
@@ -13,7 +11,7 @@ from ..runtime import handle_types as ht
 from ..runtime.launch import Launch
 from . import twoshot_kernels as k2
 from .algorithm import Call, CallBuffer
-from .oneshot import AllGather, Broadcast, OneShot, simple_round_bytes
+from .oneshot import AllGather, Broadcast, OneShot, reduce_output, simple_round_bytes
 from .shard_traffic import call_shards, scatter_gather_traffic
 from .zero_copy import ZeroCopyReduce, kernel_argtypes
 
@@ -124,18 +122,13 @@ class ReduceTwoStep(ZeroCopyReduce, OneShot):
     def param_values(self, call: Call) -> tuple:
         return (*super().param_values(call), call.root)
 
-    def bind(self, launch: Launch, call: Call) -> None:
-        """As every one-shot call's, with ``_output``."""
-        out = _output(call)
-        super().bind(launch, call if out is call.recv else dataclasses.replace(call, recv=out))
-
     def window_buffers(self, call: Call) -> tuple[tuple[CallBuffer, int], ...]:
         return ((call.send, call.peer_bytes),)
 
     def capture_buffers(self, call: Call) -> tuple[tuple[CallBuffer, int], ...]:
         """The send buffer and the output (a non-root's: its send buffer, never written), so the root's reaches
         every rank."""
-        return ((call.send, call.peer_bytes), (_output(call), call.peer_bytes))
+        return ((call.send, call.peer_bytes), (reduce_output(call), call.peer_bytes))
 
     def zero_copy_args(self, windows: tuple) -> dict:
         sent, outs = windows[0], windows[-1]  # registered: the outputs are not mapped (the send buffers stand in)
@@ -148,7 +141,7 @@ class ReduceTwoStep(ZeroCopyReduce, OneShot):
     def bind_zero_copy(self, launch: Launch, call: Call) -> None:
         """The output is any buffer (this call's; a non-root's: its input, never written) and the root this call's."""
         super().bind_zero_copy(launch, call)
-        out = _output(call)
+        out = reduce_output(call)
         launch.set_buffer("out", out.ptr, call.peer_bytes, out.array)
         launch.set_int("root", call.root)
 
@@ -166,12 +159,6 @@ class ReduceTwoStep(ZeroCopyReduce, OneShot):
             sent += others + (lens[rank] if rank != root else 0)
             received += (nranks - 1) * lens[rank] + (others if rank == root else 0)
         return sent, received
-
-
-def _output(call: Call) -> CallBuffer:
-    """A reduce's output on this rank: a non-root has none (the kernels never write it there), its send buffer
-    stands in."""
-    return call.recv if call.recv.ptr is not None else call.send
 
 
 class AllGatherRead(AllGather):

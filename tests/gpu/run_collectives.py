@@ -45,7 +45,7 @@ def _other_collectives(rng, size: int) -> list:
 
 def _verbs(rng, size: int) -> list:
     """send/recv rings, uneven all-to-all, reduce/gather/scatter at every root, avg on every reducing algorithm,
-    the two-step reduce, and the zero-copy reduce-scatter and packet two-shot all-reduce."""
+    the packet and two-step reduces, and the zero-copy reduce-scatter and packet two-shot all-reduce."""
     plan = []
     for i, count in enumerate([1, 1000, 1 << 18, (1 << 22) + 5]):
         plan.append((verb_cases.ring, dict(count=count, dtype=["float32", "float16"][i % 2], repeat=3)))
@@ -62,6 +62,10 @@ def _verbs(rng, size: int) -> list:
     for algo in ("packet", "simple", "read"):
         plan.append((verb_cases.avg, dict(verb="reduce_scatter", count=1027, dtype="float16", algo=algo)))
     plan.append((verb_cases.avg, dict(verb="reduce", count=5000, dtype="float32")))
+    for algo, count, op in (("packet", 1000, "sum"), ("packet", 4099, "max"), ("packet_wide", 30001, "sum")):
+        for root in (0, size - 1):  # the all-reduce's packets: only the root's output written
+            plan.append((verb_cases.rooted, dict(verb="reduce", count=count, root=root, dtype="bfloat16", op=op,
+                                                 seed=count, algo=algo, others_recv=True)))
     for count, inplace, register in [((1 << 18) + 7, True, True), ((1 << 25) + 5, False, True),
                                      ((1 << 25) + 5, True, False)]:  # staged and zero-copy; 128 MB: 2 rounds
         plan.append((verb_cases.rooted, dict(verb="reduce", count=count, root=size - 1, dtype="float32", seed=count,

@@ -126,7 +126,7 @@ def two_streams(comm, state, count: int, dtype: str, batches: int, per_batch: in
 
 
 def plan_cases(size: int, replays: int) -> list:
-    """Every collective with both algorithms and two dtypes, the wide packet all-reduce, reduce by both its
+    """Every collective with both algorithms and two dtypes, the wide packet all-reduce, reduce by each of its
     algorithms, two streams."""
     big = (1 << 20) + 3 if GPU else 3000 + 3  # elements per slot; odd on purpose; the simulator is slow
     plan = []
@@ -139,7 +139,7 @@ def plan_cases(size: int, replays: int) -> list:
                 if collective == "broadcast":
                     params["root"] = size - 1
                 plan.append((replayed, params))
-    for algo, count in (("exchange", 1000), ("rsag", big)):  # a captured rsag reduce writes into the root's output
+    for algo, count in (("packet", 1000), ("exchange", 1000), ("rsag", big)):  # captured rsag: into the root's output
         plan.append((replayed, dict(collective="reduce", count=count, dtype="bfloat16", replays=replays, algo=algo,
                                     root=size - 1)))
     per_batch = 8 if GPU else 3  # calls of each communicator in flight

@@ -215,7 +215,8 @@ class AllToAll(AllGather):
 
 class Broadcast(ZeroCopy, OneShot):
     """Root-to-all through slot 0 of each scratch half, with credits from peers to the root; zero-copy (simple
-    protocol) as scatter + all-gather straight from the root's mapped input and the peers' mapped outputs."""
+    protocol) as scatter + all-gather: each non-root reads its shard of the root's mapped input and writes it into
+    the other non-roots' mapped outputs."""
 
     collective = "broadcast"
     kernels = {"packet": broadcast_kernels.broadcast_ll, "simple": broadcast_kernels.broadcast_simple}
@@ -235,7 +236,7 @@ class Broadcast(ZeroCopy, OneShot):
         return (call.root,)
 
     def window_buffers(self, call: Call) -> tuple[tuple[CallBuffer, int], ...] | None:
-        """Non-roots read the root's input and each other's outputs (at two ranks the root writes into the peer's):
+        """Non-roots read the root's input and write each other's outputs (the root writes its shard into each):
         every rank's input and output, so that a rank reaches each peer's buffer of the same argument (in place the
         same buffer twice: ranks in and out of place map alike)."""
         return ((call.send, call.peer_bytes), (call.recv, call.peer_bytes))

@@ -344,41 +344,25 @@ def root_keeps_its_own(inp, out, nbytes, tid, nt):
 def broadcast_zero_copy(chans, call_check, fingerprint, windows, ins, outs, inp, out, nbytes, rank, nranks, root):
     """``broadcast_scatter_gather`` on buffers mapped on every rank (``algos.windows``: peers' inputs ``ins``, of
     which a non-root reads the root's, and outputs ``outs``; the same in place), no scratch: once all are ready,
-    rank r reads shard r from the root's input into ``out`` and signals the other non-roots; a non-root reads each
-    shard it lacks from the rank holding it as soon as that rank has signalled (the root's own from the root, at
-    once), then credits every peer it read and waits for the other non-roots' credits; the root, which reads
-    nothing, waits for every non-root's: a wait on each peer where a barrier of every rank stood. At two ranks the
-    root writes its shard into the peer's output while the peer reads the other: both move half, one barrier."""
+    rank r reads shard r from the root's input into its output and writes it into every other non-root's, the root
+    writes its own shard into every peer's, and one barrier ends it: the pulls' bytes (the root sends each shard
+    once and its own to every peer) with two meetings, not a third in the middle for each shard's arrival."""
     tid, nt = cuda.threadIdx.x, cuda.blockDim.x
     if not agree_and_meet(chans, call_check, fingerprint, windows, rank, nranks):
         return
+    at, _, n, _ = shard_slice(nbytes, nbytes, nranks, rank)
     if rank == root:
         root_keeps_its_own(inp, out, nbytes, tid, nt)
-        if nranks == 2:
-            at, _, n, _ = shard_slice(nbytes, nbytes, nranks, root)
-            if n > 0:
-                prim.copy_bytes(outs[0].dst, at, inp, at, n, tid, nt)
-            meet_all(chans, nranks, True, -1)  # the two-rank root wrote the peer's memory
-        else:
-            wait_peers(chans, nranks, -1)  # every non-root's credit: nobody reads our input any more
-        return
-    from_root = peer_index(root, rank)
-    at, _, n, _ = shard_slice(nbytes, nbytes, nranks, rank)
+    elif n > 0:
+        prim.copy_bytes(out, at, ins[peer_index(root, rank)].dst, at, n, tid, nt)
+    cuda.syncthreads()  # a non-root's shard is in its output, whichever thread wrote each byte
+    src = inp if rank == root else out  # the root's own shard: other blocks of it copy it into its output
     if n > 0:
-        prim.copy_bytes(out, at, ins[from_root].dst, at, n, tid, nt)
-    if nranks == 2:
-        meet_all(chans, nranks, False, -1)
-        return
-    signal_peers(chans, nranks, True, from_root)  # our shard is in our output
-    for i in range(nranks - 1):
-        j = peer_after(i, rank, nranks)
-        if j != from_root:
-            await_round(SIMPLE, chans[j])  # its shard is in its output
-        at, _, n, _ = shard_slice(nbytes, nbytes, nranks, peer_rank(j, rank))
-        if n > 0:  # the root's shard from its input (its output fills meanwhile), the others' from their outputs
-            prim.copy_bytes(out, at, ins[j].dst if j == from_root else outs[j].dst, at, n, tid, nt)
-    signal_peers(chans, nranks, False, -1)  # done reading (credits order no writes), to the root too
-    wait_peers(chans, nranks, from_root)  # the other non-roots are done reading our output
+        for i in range(nranks - 1):
+            j = peer_after(i, rank, nranks)
+            if peer_rank(j, rank) != root:
+                prim.copy_bytes(outs[j].dst, at, src, at, n, tid, nt)
+    meet_all(chans, nranks, True, -1)  # every shard is in every output, and nobody reads the root's input
 
 
 @cuda.jit(cache=True, **SIMPLE_LIMITS)

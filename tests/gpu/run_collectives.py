@@ -64,7 +64,7 @@ def _verbs(rng, size: int) -> list:
     plan.append((verb_cases.avg, dict(verb="reduce", count=5000, dtype="float32")))
     for algo, count, op in (("packet", 1000, "sum"), ("packet", 4099, "max"), ("packet_wide", 30001, "sum")):
         for root in (0, size - 1):  # the all-reduce's packets: only the root's output written
-            plan.append((verb_cases.rooted, dict(verb="reduce", count=count, root=root, dtype="bfloat16", op=op,
+            plan.append((verb_cases.rooted, dict(verb="reduce", count=count, root=root, dtype="float16", op=op,
                                                  seed=count, algo=algo, others_recv=True)))
     for count, inplace, register in [((1 << 18) + 7, True, True), ((1 << 25) + 5, False, True),
                                      ((1 << 25) + 5, True, False)]:  # staged and zero-copy; 128 MB: 2 rounds

@@ -46,8 +46,9 @@ def default_table(nranks: int) -> dict:
     packets for small messages; above, the two-step kernels from 3 ranks up (from 64 KB at 8 ranks, where the
     one-shot packets move 7x the bytes), and at 2 ranks the one-shot simple kernels, except a two-shot all-reduce
     from 16 MB; reduce as the all-reduce's packets (its non-roots drop their result), then two-step (at 2 ranks the
-    verbs' exchange between, to 1 MB); for calls that run zero-copy, the two-step all-reduce from 256 KB and
-    reduce-scatter from 4 MB."""
+    verbs' exchange between, to 1 MB); broadcast from 3 ranks in two steps from 64 KB (the root's packets to every
+    peer cost 2x the scatter + all-gather at 256 KB at 4 ranks); for calls that run zero-copy, the two-step
+    all-reduce from 256 KB and reduce-scatter from 4 MB."""
     packet_max = 64 << 10 if nranks >= 8 else 256 << 10
     if nranks <= 2:
         ar = [(16 << 10, "packet"), (256 << 10, "packet_wide"), (16 << 20, "simple"), (_INF, "rsag")]
@@ -61,8 +62,8 @@ def default_table(nranks: int) -> dict:
     for name in BY_COLLECTIVE:
         if name != "all_reduce":
             two_step = name in TWO_STEP and nranks > 2
-            table[name] = [(packet_max if two_step else 256 << 10, "packet"),
-                           (_INF, TWO_STEP_NAMES[name] if two_step else "simple")]
+            packets = 64 << 10 if name == "broadcast" and two_step else packet_max if two_step else 256 << 10
+            table[name] = [(packets, "packet"), (_INF, TWO_STEP_NAMES[name] if two_step else "simple")]
     return table
 
 

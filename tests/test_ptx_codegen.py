@@ -62,13 +62,14 @@ def test_kernels_that_only_read_peers_memory_signal_it_without_a_release(ptx_cou
     # a system-scope release waits until every earlier write of the block is visible (the output it just filled,
     # 4-6 us a call at 1 MB and 8 ranks on an H100): a pull writes nothing of a peer's, so its "done reading"
     # signal (the last meeting of the zero-copy pulls, the exchange kernel's credit) orders no writes
-    for kernel in ("exchange_zero_copy_simple", "reduce_scatter_zero_copy_simple", "broadcast_zero_copy_simple",
-                   "peer_read_simple", "peer_exchange_simple"):
+    for kernel in ("exchange_zero_copy_simple", "reduce_scatter_zero_copy_simple", "peer_read_simple",
+                   "peer_exchange_simple"):
         assert ptx_counts[kernel, "red.relaxed.sys"] > 0, kernel
     assert ptx_counts["peer_read_simple", "red.release.sys.global.add"] == 0  # it writes no peer's memory
     assert ptx_counts["broadcast_ll", "red.release.sys.global.add"] == 0  # its one signal: a receiver's credit
     assert ptx_counts["broadcast_ll", "red.relaxed.sys"] > 0
     # the kernels that write into peers' memory still release their writes
-    for kernel in ("all_reduce_zero_copy_simple", "exchange_push_zero_copy_simple", "peer_exchange_simple"):
+    for kernel in ("all_reduce_zero_copy_simple", "exchange_push_zero_copy_simple", "peer_exchange_simple",
+                   "broadcast_zero_copy_simple"):  # the broadcast writes each shard into the others' outputs
         assert ptx_counts[kernel, "red.release.sys.global.add"] > 0, kernel
     assert ptx_counts["exchange_push_zero_copy_simple", "red.relaxed.sys"] == 0

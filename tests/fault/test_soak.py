@@ -34,8 +34,9 @@ def test_soak_of_every_collective_and_verb_on_registered_and_plain_buffers_is_ex
     zero_copy = {("all_reduce", "all_reduce_zero_copy_simple"), ("reduce_scatter", "reduce_scatter_zero_copy_simple"),
                  ("all_gather", "exchange_zero_copy_simple"), ("all_to_all", "exchange_zero_copy_simple"),
                  ("broadcast", "broadcast_zero_copy_simple"), ("all_gather", "exchange_push_zero_copy_simple"),
-                 ("all_to_allv", "peer_read_simple")}
+                 ("all_to_allv", "peer_read_simple"), ("reduce", "reduce_zero_copy_simple")}
     staged = {("all_reduce", "reduce_ll"), ("all_gather", "exchange_ll"), ("broadcast", "broadcast_ll"),
+              ("reduce", "reduce_ll"), ("reduce", "reduce_rsag_simple"),
               *((verb, "peer_exchange_simple") for verb in ("reduce", "gather", "scatter", "send_recv"))}
     assert zero_copy | staged <= kernels, sorted(kernels)
 

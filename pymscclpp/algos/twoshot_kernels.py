@@ -362,7 +362,8 @@ def broadcast_zero_copy(chans, call_check, fingerprint, windows, ins, outs, inp,
             j = peer_after(i, rank, nranks)
             if peer_rank(j, rank) != root:
                 prim.copy_bytes(outs[j].dst, at, src, at, n, tid, nt)
-    meet_all(chans, nranks, True, -1)  # every shard is in every output, and nobody reads the root's input
+    # every shard is in every output, nobody reads the root's input; a non-root of two ranks wrote no peer's memory
+    meet_all(chans, nranks, rank == root or nranks > 2, -1)
 
 
 @cuda.jit(cache=True, **SIMPLE_LIMITS)

@@ -48,6 +48,7 @@ _BEAT_KIND, _BYE_KIND = 1, 2
 ENV = "PYMSCCLPP_LIVENESS"          # "0" turns the monitor off where a communicator would start it
 DECLARED = "declared dead by the liveness monitor: "  # how a monitor's verdict reads in the bootstrap's record
 _SHM_DIR = "/dev/shm"
+EXIT_WAIT_S = 2.0  # how long ``stop`` waits for a peer whose connection broke to finish exiting
 _SEGMENT = re.compile(r"^pymscclpp(?:-[a-z]+)*-(\d+)-[0-9a-f]+$")
 
 
@@ -104,6 +105,17 @@ def reap_segments(pids, shm_dir: str = _SHM_DIR) -> list[str]:
     return removed
 
 
+def wait_gone(pids, seconds: float) -> bool:
+    """Wait up to ``seconds`` until no process in ``pids`` is alive (a killed process closes its sockets before it
+    has finished exiting); whether none is."""
+    deadline = time.monotonic() + seconds
+    while any(pid > 0 and pid != os.getpid() and pid_alive(pid) for pid in pids):
+        if time.monotonic() >= deadline:
+            return False
+        time.sleep(0.01)
+    return True
+
+
 def reap_orphans(shm_dir: str = _SHM_DIR) -> list[str]:
     """Unlink every pymscclpp segment on this host whose creating process is dead (e.g. at job start,
     or from a launcher after it killed a frozen rank); the names removed."""
@@ -135,6 +147,7 @@ class LivenessMonitor:
         self._lock = threading.Lock()
         self._observing = threading.RLock()  # the thread's ticks and callers of ``dead()`` observe one at a time
         self._dead: dict[int, str] = {}
+        self._broken: set[int] = set()  # dead peers whose connection broke: exiting, not frozen
         self._left: set[int] = set()
         self._last: dict[int, float] = {}
         self.pids: dict[int, int] = {}
@@ -203,7 +216,9 @@ class LivenessMonitor:
             self._thread.join()
         if self.size > 1 and self.started_at is not None:
             self._observe()  # a peer that died since the last tick is still declared (and cleaned up)
-        if self.reap and self._dead:  # again: a peer that was a zombie at its death is gone by now
+        if self.reap and self._dead:  # again: a peer that was a zombie at its death is gone by now, and one whose
+            # connection broke may still have been exiting then (its segments go once it is gone: bounded)
+            wait_gone([self.pids[p] for p in self._broken], EXIT_WAIT_S)
             reap_segments([self.pids[p] for p in self._dead])
         if goodbye and self._beats and not self.bootstrap.closed:
             for peer in self.pids:
@@ -252,6 +267,8 @@ class LivenessMonitor:
                 continue
             if peer in lost:  # a death another monitor of this bootstrap declared keeps its reason
                 why = lost[peer]
+                if not why.startswith(DECLARED):
+                    self._broken.add(peer)
                 self._declare(peer, why[len(DECLARED):] if why.startswith(DECLARED)
                               else f"its bootstrap connection broke ({why})")
             elif self._beats and now - self._last[peer] > self.dead_after:

@@ -3,11 +3,13 @@ shared-memory segment of any rank of the job is left in /dev/shm."""
 
 from __future__ import annotations
 
+import subprocess
+import sys
 import time
 
 from fault import dead_cases
 from fault.harness import Job, leaked_segments
-from pymscclpp.runtime.liveness import reap_segments, segments_of
+from pymscclpp.runtime.liveness import reap_segments, segments_of, wait_gone
 
 BUDGET_S = "60"   # PYMSCCLPP_TIMEOUT_S of barrier jobs: detection must come from the failure, not the budget
 
@@ -89,3 +91,18 @@ def test_rank_killed_during_an_all_reduce_loop_ends_survivors_kernels_early_and_
         assert out["good_iters"] >= reached - 1, "results before the kill must have been exact"
         assert out["at"] - killed < 10, f"rank {r} took {out['at'] - killed:.1f} s (its waits' budget is {budget} s)"
         assert 1 in out["dead"], out
+
+
+def test_a_peer_still_exiting_keeps_its_segments_until_it_is_gone_and_the_wait_for_it_is_bounded(tmp_path):
+    # a killed rank closes its sockets before it has finished exiting: a survivor that reaps at once finds it alive
+    proc = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(1.0)"])
+    segment = tmp_path / f"pymscclpp-{proc.pid}-0123456789ab"
+    segment.write_bytes(b"\0" * 16)
+    try:
+        assert reap_segments([proc.pid], str(tmp_path)) == [] and segment.exists()  # alive: kept
+        assert not wait_gone([proc.pid], 0.05)  # still alive when the bound ends
+        assert wait_gone([proc.pid], 30)  # exited (a zombie until waited for: gone all the same)
+        assert reap_segments([proc.pid], str(tmp_path)) == [segment.name] and not segment.exists()
+    finally:
+        proc.kill()
+        proc.wait()

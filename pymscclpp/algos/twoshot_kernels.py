@@ -21,7 +21,7 @@ from ..channels import reduce as red
 from ..callcheck.device import begin_call, calls_agree
 from ..channels.peers import peer_after, peer_index, peer_rank
 from .blocks import (agree_and_meet, announce_round, await_round, copy_unless_same, end_round, meet_all,
-                     reads_done_and_wait_all, signal_and_wait_all, signal_peers, wait_peers)
+                     reads_done_and_wait_all, signal_and_wait_all)
 from .protocols import SIMPLE, SIMPLE_LIMITS
 
 

@@ -59,7 +59,7 @@ def test_frozen_rank_sigstop_is_declared_dead_by_missing_heartbeats_and_the_barr
         job.expect("ready", range(2), 60)
         time.sleep(0.3)
         frozen = job.freeze(1)  # its sockets stay open: only the missing heartbeats tell
-        outs = job.outcomes([0], 30)
+        job.outcomes([0], 30)  # the survivor reported (checked below, with the frozen rank's segments)
         alive_segments = segments_of(job.pids[1])
         job.kill(1)
     except BaseException:

@@ -12,6 +12,7 @@ from numba.core import types
 from ..channels import reduce as red
 from ..runtime import handle_types as ht
 from ..runtime.backend import IS_SIM
+from ..runtime.buffers import buffer_info
 from ..runtime.launch import Launch
 from ..runtime.memory import alloc
 from .algorithm import Call, CallBuffer, Constraint
@@ -137,22 +138,37 @@ class AllReduce(OneShot):
 
     collective = "all_reduce"
     kernels = {"packet": reduce_kernels.reduce_ll, "simple": reduce_kernels.reduce_simple}
-    params = ("send_stride", "kind", "op", "root")
+    params = ("send_stride", "kind", "op")
     ops = frozenset(red.OPS)  # avg too: every rank's slot reduced in one pass, then divided
 
     def param_values(self, call: Call) -> tuple:
-        # the send stride: every peer gets the whole buffer (all-reduce) or its own slot (reduce-scatter); no root
-        return (call.peer_bytes if self.send_all else 0, red.DTYPE_KINDS[call.dtype], red.OPS[call.op], -1)
+        # the send stride: every peer gets the whole buffer (all-reduce) or its own slot (reduce-scatter)
+        return (call.peer_bytes if self.send_all else 0, red.DTYPE_KINDS[call.dtype], red.OPS[call.op])
 
 
 class Reduce(AllReduce):
-    """A small reduce as the one-shot all-reduce whose non-roots drop their result (the root's output only is
-    written): where one meeting per launch is the cost, it costs what the all-reduce of its bytes does."""
+    """A small reduce as the one-shot all-reduce whose non-roots reduce into the communicator's sink, a buffer
+    nothing reads (packet scratch would not do: a later launch could take their bytes for its packets' flags), so
+    only the root's output is written: where one meeting per launch is the cost, it costs what the all-reduce of its
+    bytes does."""
 
     collective = "reduce"
 
-    def param_values(self, call: Call) -> tuple:
-        return (*super().param_values(call)[:-1], call.root)
+    def setup(self, comm) -> None:
+        super().setup(comm)
+        self.sink = comm.extension("oneshot/reduce-sink", lambda c: _device_bytes(PACKET_MAX))
+
+    def bind(self, launch: Launch, call: Call) -> None:
+        """As every one-shot call's; a non-root's output is the sink."""
+        super().bind(launch, call)
+        if self.rank != call.root:
+            launch.set_buffer("out", self.sink.ptr, call.peer_bytes, self.sink.array)
+
+
+def _device_bytes(nbytes: int) -> CallBuffer:
+    """``nbytes`` of device memory as a Call holds a buffer."""
+    buf = alloc(nbytes)
+    return CallBuffer(buffer_info(buf).ptr, buf)
 
 
 class ReduceScatter(AllReduce):

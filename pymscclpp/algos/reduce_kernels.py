@@ -1,7 +1,6 @@
 """The one-shot reducing kernel: ``inp[p * send_stride:][:nbytes]`` goes to rank p's scratch (at slot ``rank``),
 and every rank reduces its own slot over all ranks in rank order, so results are bit-identical on every rank.
-``send_stride`` 0 is an all-reduce (every peer gets the whole buffer), ``nbytes`` a reduce-scatter; ``root`` >= 0
-a reduce (only the root writes its output; the others' results go to their own slot of scratch). Channels,
+``send_stride`` 0 is an all-reduce (every peer gets the whole buffer), ``nbytes`` a reduce-scatter. Channels,
 scratch halves and block shares as in ``allgather_kernels``; the protocol is a
 compile-time parameter: one body, an entry kernel per protocol, so each compiles only its own path (as NCCL's
 templates instantiate one per protocol).
@@ -17,12 +16,9 @@ from .protocols import PACKET, SIMPLE_LIMITS, SIMPLE, rounds, scale
 
 @cuda.jit(device=True)
 def reduce(proto, chans, call_check, fingerprint, inp, out, scratch, flags, nbytes, slot_bytes, rank, nranks,
-           send_stride, kind, op, root):
+           send_stride, kind, op):
     """One-shot reduction of ``nbytes`` per slot: one packet hop (packet), or rounds of ``slot_bytes`` per slot
-    (simple; needs ``nranks >= 2``, one rank being a copy); nothing is reduced unless the ranks' calls agree. A
-    reduce's non-root (``root`` >= 0) still waits for every peer's data, as the all-reduce does (so its next launch
-    cannot overwrite a peer's scratch half it has not read yet), reducing it into the one slot of its scratch no
-    peer writes: its own."""
+    (simple; needs ``nranks >= 2``, one rank being a copy); nothing is reduced unless the ranks' calls agree."""
     tid, nt = cuda.threadIdx.x, cuda.blockDim.x
     scratch_scale = scale(proto)
     flag, seq, may_send = open_call(proto, call_check, fingerprint, flags, rank, nranks)
@@ -33,24 +29,23 @@ def reduce(proto, chans, call_check, fingerprint, inp, out, scratch, flags, nbyt
                                                send_stride, tid, nt)
         if agreed_before_receiving(proto, call_check, fingerprint, seq, rank, nranks):
             sync_round(proto, chans, nranks)
-            dst, dst_at = (out, at) if root < 0 or rank == root else (scratch, half + rank * slot_bytes + lo)
             if n > 0:
-                receive_reduce(proto, dst, dst_at, inp, rank * send_stride + at, rank, scratch,
-                               half + scratch_scale * lo, slot_bytes, nranks, n, tid, nt, flag, kind, op, chans)
+                receive_reduce(proto, out, at, inp, rank * send_stride + at, rank, scratch, half + scratch_scale * lo,
+                                slot_bytes, nranks, n, tid, nt, flag, kind, op, chans)
         flag = end_round(flags, flag)
 
 
 @cuda.jit(cache=True)
 def reduce_ll(chans, call_check, fingerprint, inp, out, scratch, flags, nbytes, slot_bytes, rank, nranks, send_stride,
-              kind, op, root):
+              kind, op):
     """``reduce`` with LL16 packets."""
     reduce(PACKET, chans, call_check, fingerprint, inp, out, scratch, flags, nbytes, slot_bytes, rank, nranks,
-           send_stride, kind, op, root)
+           send_stride, kind, op)
 
 
 @cuda.jit(cache=True, **SIMPLE_LIMITS)
 def reduce_simple(chans, call_check, fingerprint, inp, out, scratch, flags, nbytes, slot_bytes, rank, nranks,
-                  send_stride, kind, op, root):
+                  send_stride, kind, op):
     """``reduce`` with the simple protocol."""
     reduce(SIMPLE, chans, call_check, fingerprint, inp, out, scratch, flags, nbytes, slot_bytes, rank, nranks,
-           send_stride, kind, op, root)
+           send_stride, kind, op)

@@ -215,6 +215,10 @@ def test_a_reduce_by_each_small_message_algorithm_writes_the_roots_output_and_no
                    others_recv=True)
 
 
+def test_a_packet_reduce_writes_nothing_into_a_non_roots_own_packet_scratch():
+    pool(3).run(vc.packet_reduce_leaves_its_own_scratch_slots_alone, count=1000, root=1)
+
+
 @pytest.mark.parametrize("size,count,served", [(2, 4096, "packet"), (3, 16384, "packet_wide"),
                                                (2, 100000, "exchange"), (3, 70000, "rsag")])
 def test_small_reduces_run_the_all_reduce_packets_by_default(size, count, served):

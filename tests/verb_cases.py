@@ -616,3 +616,24 @@ def rooted_zero_copy(comm, state, verb: str, count: int, root: int, dtype: str, 
     for buf in regs:
         comm.deregister_buffer(buf)
     return modes
+
+
+def packet_reduce_leaves_its_own_scratch_slots_alone(comm, state, count: int, root: int, repeat: int = 3) -> None:
+    """Packet reduces of small integers (bytes that read as packet flags), each checked: a non-root's own slot of
+    both halves of the shared packet scratch, which no peer writes and a later packet launch may read (slot 0 is
+    the packet broadcast's), holds after them what it held before (its result goes to the communicator's sink)."""
+    n, me = comm.size, comm.rank
+    lanes = comm.algorithms.get("reduce", "packet").lanes
+    slot = lanes.slot_bytes
+    own = [h * n * slot + me * slot for h in range(2)]
+    before = [lanes.view[at:at + slot].copy_to_host() for at in own]
+    for it in range(repeat):
+        inputs = [np.arange(count, dtype=np.int32) % 7 + r + it for r in range(n)]
+        recv = cuda.to_device(np.zeros(count, np.int32)) if me == root else None
+        comm.reduce(cuda.to_device(inputs[me]), recv, root=root, algo="packet")
+        _sync(comm)
+        if me == root:
+            np.testing.assert_array_equal(recv.copy_to_host(), reference.all_reduce(inputs, "sum")[0])
+    if me != root:
+        for at, was in zip(own, before):
+            np.testing.assert_array_equal(lanes.view[at:at + slot].copy_to_host(), was)

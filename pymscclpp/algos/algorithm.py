@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from typing import NamedTuple
 
 from ..channels import reduce as red
+from ..runtime.buffers import buffer_info
 from ..runtime.collectives import COLLECTIVES, REDUCING  # noqa: F401 (re-exported: what algorithms serve)
 
 ANY, IN_PLACE, OUT_OF_PLACE = "any", "in_place", "out_of_place"
@@ -44,6 +45,11 @@ class CallBuffer(NamedTuple):
 
     ptr: int
     array: object = None
+
+
+def device_buffer(buf) -> CallBuffer:
+    """A device array as a Call holds it."""
+    return CallBuffer(buffer_info(buf).ptr, buf)
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)

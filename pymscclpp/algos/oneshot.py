@@ -12,10 +12,9 @@ from numba.core import types
 from ..channels import reduce as red
 from ..runtime import handle_types as ht
 from ..runtime.backend import IS_SIM
-from ..runtime.buffers import buffer_info
 from ..runtime.launch import Launch
 from ..runtime.memory import alloc
-from .algorithm import Call, CallBuffer, Constraint
+from .algorithm import Call, CallBuffer, Constraint, device_buffer
 from ..callcheck.area import callcheck, handle_type
 from . import allgather_kernels, broadcast_kernels, reduce_kernels, twoshot_kernels
 from .grid import blocks_for
@@ -107,15 +106,19 @@ class OneShot(PreparedKernel):
         return ()
 
     def bind(self, launch: Launch, call: Call) -> None:
-        """The call's buffers (a slot each, or ``nranks`` slots; ``reduce_output``), bytes per slot, fingerprint
-        and params."""
-        nbytes, nranks, out = call.peer_bytes, self.nranks, reduce_output(call)
+        """The call's buffers (a slot each, or ``nranks`` slots; ``output``), bytes per slot, fingerprint and
+        params."""
+        nbytes, nranks, out = call.peer_bytes, self.nranks, self.output(call)
         launch.set_buffer("inp", call.send.ptr, nbytes * nranks if self.send_all else nbytes, call.send.array)
         launch.set_buffer("out", out.ptr, nbytes * nranks if self.recv_all else nbytes, out.array)
         launch.set_int("nbytes", nbytes)
         launch.set_int("fingerprint", self.check.fingerprint(call))
         for name, value in zip(self.params, self.param_values(call)):
             launch.set_int(name, value)
+
+    def output(self, call: Call) -> CallBuffer:
+        """Where this rank's kernel writes its result: ``reduce_output``."""
+        return reduce_output(call)
 
     def wire_bytes(self, nbytes: int) -> int:
         """Bytes a channel carries for ``nbytes`` of data: LL16 packets carry 8 data bytes in 16."""
@@ -155,20 +158,19 @@ class Reduce(AllReduce):
     collective = "reduce"
 
     def setup(self, comm) -> None:
+        from numba import cuda
         super().setup(comm)
-        self.sink = comm.extension("oneshot/reduce-sink", lambda c: _device_bytes(PACKET_MAX))
+        self.sink = comm.extension("oneshot/reduce-sink",
+                                   lambda c: device_buffer(cuda.device_array(PACKET_MAX, np.uint8)))
 
-    def bind(self, launch: Launch, call: Call) -> None:
-        """As every one-shot call's; a non-root's output is the sink."""
-        super().bind(launch, call)
-        if self.rank != call.root:
-            launch.set_buffer("out", self.sink.ptr, call.peer_bytes, self.sink.array)
+    def output(self, call: Call) -> CallBuffer:
+        """The root's output; a non-root's is the sink."""
+        return reduce_output(call) if self.rank == call.root else self.sink
 
-
-def _device_bytes(nbytes: int) -> CallBuffer:
-    """``nbytes`` of device memory as a Call holds a buffer."""
-    buf = alloc(nbytes)
-    return CallBuffer(buffer_info(buf).ptr, buf)
+    def close(self) -> None:
+        """Drop the sink (the communicator drops its own reference as it closes)."""
+        super().close()
+        self.sink = None
 
 
 class ReduceScatter(AllReduce):

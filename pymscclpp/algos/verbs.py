@@ -23,7 +23,7 @@ from ..runtime.buffers import BufferInfo, buffer_info, stream_handle
 from ..runtime.capture import capturing
 from ..runtime.fingerprint import DTYPES
 from ..runtime.memory import alloc
-from .algorithm import Call, CallBuffer
+from .algorithm import Call, CallBuffer, device_buffer
 from .exchange import Exchange, descriptor, layout, rooted_descriptors, zero_copy_code
 from .windows import Window, Windows
 
@@ -69,8 +69,7 @@ class Staging:
         kept = self._buffers.setdefault(which, [])
         if not kept or kept[-1].size < nbytes:
             kept.append(alloc(max(nbytes, 2 * kept[-1].size if kept else 1 << 16)))
-        buf = kept[-1]
-        return CallBuffer(buffer_info(buf).ptr, buf)
+        return device_buffer(kept[-1])
 
     def close(self) -> None:
         self._buffers = {}

@@ -108,9 +108,9 @@ def reap_segments(pids, shm_dir: str = _SHM_DIR) -> list[str]:
 def wait_gone(pids, seconds: float) -> bool:
     """Wait up to ``seconds`` until no process in ``pids`` is alive (a killed process closes its sockets before it
     has finished exiting); whether none is."""
-    deadline = time.monotonic() + seconds
+    deadline = Deadline(seconds)
     while any(pid > 0 and pid != os.getpid() and pid_alive(pid) for pid in pids):
-        if time.monotonic() >= deadline:
+        if deadline.expired():
             return False
         time.sleep(0.01)
     return True

@@ -100,8 +100,8 @@ steps() {  # every step at $np ranks
   run close_cycles "${MPI[@]}" python3 bench/close_cycles.py --cycles "${CLOSE_CYCLES:-1000}"
   # no MPI (mpirun ends the job when a rank dies): the runner spawns NP ranks; the last kills itself mid all-reduce
   run shrink_after_death python3 tests/gpu/run_shrink.py --np "$np" --iters "${SHRINK_ITERS:-10000}" --json "$out/shrink.json"
-  run soak "${MPI[@]}" python3 tests/fault/soak.py --iters "${SOAK_ITERS:-100000}" --report 20000
-  run soak_collectives "${MPI[@]}" python3 tests/fault/soak_collectives.py --iters "${SOAK_ITERS:-100000}" --report 20000
+  run soak "${MPI[@]}" python3 tests/fault/soak.py --iters "${SOAK_ITERS:-100000}" --seed "${SOAK_SEED:-0}" --report "${SOAK_REPORT:-20000}"
+  run soak_collectives "${MPI[@]}" python3 tests/fault/soak_collectives.py --iters "${SOAK_ITERS:-100000}" --seed "${SOAK_SEED:-0}" --report "${SOAK_REPORT:-20000}"
   run allreduce_graph "${MPI[@]}" python3 -m pymscclpp.bench -b 1K -e 1G -f 4 --graph --check --json "$out/allreduce_graph.json"
   run allreduce_tune_packet "${MPI[@]}" python3 -m pymscclpp.bench -b 16K -e 1M -f 2 --graph --check --algo packet_wide --json "$out/tune_packet_wide.json"
   run allreduce_tune_simple "${MPI[@]}" python3 -m pymscclpp.bench -b 256K -e 32M -f 2 --graph --check --algo simple --json "$out/tune_simple.json"

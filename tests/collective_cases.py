@@ -586,6 +586,22 @@ def pushing_and_pulling_ranks(comm, state, count: int) -> str:
     raise AssertionError("a pushing all_gather met a pulling one and nothing failed")
 
 
+def small_all_reduces_on_one_block_and_on_many(comm, state, counts: tuple) -> list:
+    """Default-selected float32 all-reduces of ``counts`` in turn (at 2 ranks the smallest on one block, the others on
+    16 or 64, each grid with its own scratch and flags), each equal to the NumPy reduction: the algorithm names
+    that served them."""
+    served = []
+    for it, count in enumerate(counts):
+        send = cuda.to_device(rank_data(comm.rank, count, "float32", it))
+        recv = cuda.to_device(np.full(count, 99, np.float32))
+        comm.all_reduce(send, recv)
+        cuda.synchronize()
+        comm.check_device_errors()
+        np.testing.assert_array_equal(recv.copy_to_host(), expected_allreduce(comm.size, count, "float32", it, "sum"))
+        served.append(comm.last_algorithm("all_reduce").name)
+    return served
+
+
 def zero_copy_calls_on_two_grids(comm, state, count: int, dtype: str) -> None:
     """A zero-copy all_reduce on a 4-block kernel runs calls below ``grid.SMALL_CALL_BYTES`` on 2 blocks and the
     others on 4, alternating on the same registered buffers, each equal to the NumPy reduction: the blocks a small

@@ -128,6 +128,9 @@ def test_the_tuner_keeps_other_rank_counts_tables_in_its_file(tmp_path):
 @pytest.mark.parametrize("nranks,size,collective,name", [
     (2, 1 << 20, "all_reduce", "simple"), (2, 64 << 20, "all_reduce", "rsag"), (4, 1 << 20, "all_reduce", "rsag"),
     (8, 128 << 10, "all_reduce", "rsag"), (8, 32 << 10, "all_reduce", "packet_wide"),
+    (2, 2 << 10, "all_reduce", "packet_one_block"), (2, 4 << 10, "all_reduce", "packet"),
+    (8, 1 << 10, "all_reduce", "packet"), (2, 1 << 10, "reduce", "packet_one_block"),
+    (2, 64 << 10, "reduce", "packet_wide"),
     (2, 1 << 20, "all_gather", "simple"), (8, 1 << 20, "all_gather", "read"),
     (8, 1 << 20, "broadcast", "scatter_gather"), (8, 1 << 20, "reduce_scatter", "read"),
     (2, 1 << 20, "reduce_scatter", "simple")])

@@ -24,7 +24,7 @@ DTYPES = ["float32", "float16", "int32", "uint8"]
 @settings(max_examples=12, deadline=None, suppress_health_check=list(HealthCheck))
 @given(size=st.sampled_from([2, 3, 4]), count=st.integers(1, 700), dtype=st.sampled_from(DTYPES),
        op=st.sampled_from(["sum", "min", "max"]), seed=st.integers(0, 1000), inplace=st.booleans(),
-       algo=st.sampled_from(["packet", "simple", "rsag", "rsag_packet"]))
+       algo=st.sampled_from(["packet", "packet_one_block", "simple", "rsag", "rsag_packet"]))
 def test_all_reduce_matches_numpy_for_any_size_dtype_op_and_algorithm(size, count, dtype, op, seed, inplace, algo):
     pool(size).run(cases.all_reduce, count=count, dtype=dtype, op=op, seed=seed, inplace=inplace, algo=algo)
 
@@ -168,11 +168,11 @@ def test_calls_captured_into_a_graph_map_their_buffers_and_run_zero_copy_exactly
 
 @pytest.mark.parametrize("size", [2, 3])
 def test_selection_runs_the_zero_copy_rows_for_registered_buffers_only(size):
-    pool(size).run(cases.selection_follows_the_zero_copy_rows, count=size * 250)
+    pool(size).run(cases.selection_follows_the_zero_copy_rows, count=size * 600)  # above the one-block packets
 
 
 def test_a_kept_call_runs_the_zero_copy_rows_only_while_captured():
-    pool(2).run(cases.kept_calls_switch_to_zero_copy_when_captured, count=301)
+    pool(2).run(cases.kept_calls_switch_to_zero_copy_when_captured, count=701)  # above the one-block packets
 
 
 def _failing_run(case, timeout_s: float = 30, **params) -> list:
@@ -261,6 +261,14 @@ def test_gathers_and_broadcasts_on_mapped_buffers_run_zero_copy_and_are_exact(co
                                                                               inplace, algo, captured):
     pool(size).run(cases.exchanges_zero_copy, collective=collective, count=count, dtype=dtype, inplace=inplace,
                    algo=algo, captured=captured)
+
+
+def test_two_rank_all_reduces_to_2_kb_run_on_one_block_between_calls_on_wider_grids():
+    # float32: 512 elements are 2 KB (``collection.ONE_BLOCK_MAX``); 400 bytes are 4 packets a thread of 32
+    counts = (100, 1000, 512, 5000, 1, 513, 100)
+    names = ["packet_one_block", "packet", "packet_one_block", "packet_wide", "packet_one_block", "packet",
+             "packet_one_block"]
+    assert pool(2).run(cases.small_all_reduces_on_one_block_and_on_many, counts=counts) == [names, names]
 
 
 @pytest.mark.parametrize("size,count,dtype", [(2, 1003, "float32"), (3, 2 * 517, "bfloat16")])

@@ -206,7 +206,7 @@ def test_reduce_in_place_on_the_root():
     pool(2).run(vc.rooted, verb="reduce", count=77, root=1, inplace=True)
 
 
-@pytest.mark.parametrize("algo", ["packet", "packet_wide", "exchange"])
+@pytest.mark.parametrize("algo", ["packet_one_block", "packet", "packet_wide", "exchange"])
 @pytest.mark.parametrize("size,root,op,inplace,count", [
     (2, 1, "sum", False, 1001), (3, 0, "max", True, 300), (5, 3, "sum", False, 4099), (4, 2, "avg", False, 7)])
 def test_a_reduce_by_each_small_message_algorithm_writes_the_roots_output_and_nothing_else(size, root, op, inplace,
@@ -219,10 +219,12 @@ def test_a_packet_reduce_writes_nothing_into_a_non_roots_own_packet_scratch():
     pool(3).run(vc.packet_reduce_leaves_its_own_scratch_slots_alone, count=1000, root=1)
 
 
-@pytest.mark.parametrize("size,count,served", [(2, 4096, "packet"), (3, 16384, "packet_wide"),
+@pytest.mark.parametrize("size,count,served", [(2, 512, "packet_one_block"), (2, 4096, "packet"),
+                                               (3, 512, "packet"), (3, 16384, "packet_wide"),
                                                (2, 100000, "exchange"), (3, 70000, "rsag")])
 def test_small_reduces_run_the_all_reduce_packets_by_default(size, count, served):
-    # float32: 16 KB is the narrow packets' last size, 256 KB the wide ones' at 2-7 ranks
+    # float32: 2 KB is the one-block packets' last size (2 ranks), 16 KB the narrow ones', 256 KB the wide ones' at
+    # 2-7 ranks
     assert pool(size).run(vc.rooted, verb="reduce", count=count, root=size - 1) == [served] * size
 
 

@@ -36,6 +36,9 @@ TWO_STEP_NAMES = {"all_reduce": "rsag", "all_gather": "read", "broadcast": "scat
                   "reduce": "rsag"}
 _CHOICES = 256  # remembered call shapes
 ZERO_COPY = "@zero_copy"  # a table key's suffix: the rows of a collective's calls that run zero-copy
+# at 2 ranks, all-reduces and reduces up to this size run their packets on one block of 256 threads (a packet per
+# thread): 0.8 us faster at 1-2 KB than on 16 blocks, slower from 4 KB (docs/performance.md)
+ONE_BLOCK_MAX = 2 << 10
 # algorithms set up together, in one collective set-up: the verbs' exchanges share lanes with every peer, and a
 # rank's first call of them may be any verb (two ranks' send/recv while a third's first is a gather)
 SET_UP_TOGETHER = [frozenset((c, name) for c in EXCHANGED) for name in ("exchange", "cross_host")]
@@ -43,19 +46,18 @@ SET_UP_TOGETHER = [frozenset((c, name) for c in EXCHANGED) for name in ("exchang
 
 def default_table(nranks: int) -> dict:
     """The built-in selection table for ``nranks`` ranks, from one H200 shared by the ranks (docs/performance.md):
-    packets for small messages; above, the two-step kernels from 3 ranks up (from 64 KB at 8 ranks, where the
-    one-shot packets move 7x the bytes), and at 2 ranks the one-shot simple kernels, except a two-shot all-reduce
-    from 16 MB; reduce as the all-reduce's packets (its non-roots drop their result), then two-step (at 2 ranks the
-    verbs' exchange between, to 1 MB); broadcast from 3 ranks in two steps from 64 KB (the root's packets to every
-    peer cost 2x the scatter + all-gather at 256 KB at 4 ranks); for calls that run zero-copy, the two-step
-    all-reduce from 256 KB and reduce-scatter from 4 MB."""
+    packets for small messages (at 2 ranks, to ``ONE_BLOCK_MAX``, an all-reduce or reduce on one block); above, the
+    two-step kernels from 3 ranks up (from 64 KB at 8 ranks, where the one-shot packets move 7x the bytes), and at 2
+    ranks the one-shot simple kernels, except a two-shot all-reduce from 16 MB; reduce as the all-reduce's packets
+    (its non-roots drop their result), then two-step (at 2 ranks the verbs' exchange between, to 1 MB); broadcast
+    from 3 ranks in two steps from 64 KB (the root's packets to every peer cost 2x the scatter + all-gather at 256 KB
+    at 4 ranks); for calls that run zero-copy, the two-step all-reduce from 256 KB and reduce-scatter from 4 MB."""
     packet_max = 64 << 10 if nranks >= 8 else 256 << 10
-    if nranks <= 2:
-        ar = [(16 << 10, "packet"), (256 << 10, "packet_wide"), (16 << 20, "simple"), (_INF, "rsag")]
-    else:
-        ar = [(16 << 10, "packet"), (packet_max, "packet_wide"), (_INF, "rsag")]
+    small = [*([(ONE_BLOCK_MAX, "packet_one_block")] if nranks <= 2 else []), (16 << 10, "packet"),
+             (packet_max, "packet_wide")]
+    ar = [*small, *([(16 << 20, "simple")] if nranks <= 2 else []), (_INF, "rsag")]
     table = {"all_reduce": ar, **{c: [(_INF, "exchange")] for c in EXCHANGED}}
-    table["reduce"] = [*ar[:2], *([(1 << 20, "exchange")] if nranks <= 2 else []), (_INF, "rsag")]
+    table["reduce"] = [*small, *([(1 << 20, "exchange")] if nranks <= 2 else []), (_INF, "rsag")]
     if nranks <= 2:
         table["all_reduce" + ZERO_COPY] = [(256 << 10, "packet_wide"), (_INF, "rsag")]
         table["reduce_scatter" + ZERO_COPY] = [(256 << 10, "packet"), (4 << 20, "simple"), (_INF, "read")]
@@ -70,6 +72,7 @@ def default_table(nranks: int) -> dict:
 def builtin_factories() -> dict[tuple[str, str], Callable[[], Algorithm]]:
     """Builders of the built-in algorithms by (collective, name); the simulator runs few, small blocks."""
     grid = {"packet": (2, 32) if IS_SIM else (64, 512), "packet_narrow": (2, 32) if IS_SIM else (16, 256),
+            "packet_one_block": (1, 32) if IS_SIM else (1, ONE_BLOCK_MAX // 8),
             "simple": (2, 32) if IS_SIM else (128, 512)}
     out: dict = {}
     for collective, cls in BY_COLLECTIVE.items():
@@ -90,6 +93,8 @@ def builtin_factories() -> dict[tuple[str, str], Callable[[], Algorithm]]:
     for collective, cls in (("all_reduce", AllReduce), ("reduce", Reduce)):
         out[collective, "packet"] = lambda cls=cls: cls("packet", "packet", *grid["packet_narrow"], PACKET_MAX)
         out[collective, "packet_wide"] = lambda cls=cls: cls("packet_wide", "packet", *grid["packet"], PACKET_MAX)
+        out[collective, "packet_one_block"] = lambda cls=cls: cls("packet_one_block", "packet",
+                                                                  *grid["packet_one_block"], PACKET_MAX)
     out["all_reduce", "rsag_packet"] = lambda: AllReduceTwoShotPacket("rsag_packet", *grid["packet"])
     return out
 

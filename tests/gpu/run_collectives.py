@@ -62,7 +62,8 @@ def _verbs(rng, size: int) -> list:
     for algo in ("packet", "simple", "read"):
         plan.append((verb_cases.avg, dict(verb="reduce_scatter", count=1027, dtype="float16", algo=algo)))
     plan.append((verb_cases.avg, dict(verb="reduce", count=5000, dtype="float32")))
-    for algo, count, op in (("packet", 1000, "sum"), ("packet", 4099, "max"), ("packet_wide", 30001, "sum")):
+    for algo, count, op in (("packet_one_block", 511, "min"), ("packet", 1000, "sum"), ("packet", 4099, "max"),
+                            ("packet_wide", 30001, "sum")):
         for root in (0, size - 1):  # the all-reduce's packets: only the root's output written
             plan.append((verb_cases.rooted, dict(verb="reduce", count=count, root=root, dtype="float16", op=op,
                                                  seed=count, algo=algo, others_recv=True)))
@@ -127,7 +128,7 @@ def main() -> int:
         for algo in ("simple", "rsag"):
             plan.append((cases.all_reduce, dict(count=(mb << 20) // 4 + 3, dtype="float32", op="sum", seed=mb,
                                                 inplace=inplace, algo=algo, repeat=2)))
-    for algo in ["packet", "packet_wide"]:
+    for algo in ["packet_one_block", "packet", "packet_wide"]:
         plan.append((cases.all_reduce, dict(count=200_000, dtype="float16", op="max", seed=1, inplace=False,
                                             algo=algo, repeat=3)))
     for case in ["size", "dtype", "host", "op"]:

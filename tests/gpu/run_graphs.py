@@ -139,6 +139,8 @@ def plan_cases(size: int, replays: int) -> list:
                 if collective == "broadcast":
                     params["root"] = size - 1
                 plan.append((replayed, params))
+    plan.append((replayed, dict(collective="all_reduce", count=500, dtype="bfloat16", replays=replays,
+                                algo="packet_one_block")))
     for algo, count in (("packet", 1000), ("exchange", 1000), ("rsag", big)):  # captured rsag: into the root's output
         plan.append((replayed, dict(collective="reduce", count=count, dtype="bfloat16", replays=replays, algo=algo,
                                     root=size - 1)))

@@ -33,7 +33,8 @@ def test_communicator_whose_peers_never_start_times_out_at_rendezvous_within_bud
     ("exchange_memory", "recv of the handle of its registered buffer of 256 bytes (exchange_memory) from peer 1 timed "
                         "out after 0.5 s"),
     ("barrier", "barrier: recv from peer 1 timed out after 0.5 s"),
-    ("all_reduce", "rank 1 did not begin all_reduce algorithm 'packet' within 0.5 s: has it made the same call?"),
+    ("all_reduce", "rank 1 did not begin all_reduce algorithm 'packet_one_block' within 0.5 s: has it made the same "
+                   "call?"),
 ])
 def test_setup_call_the_peer_never_makes_times_out_naming_rank_peer_and_what_was_awaited(op, words):
     out = pool().run(cases.setup_peer_absent, op=op, budget=0.5, timeout=60)[0]
@@ -55,7 +56,7 @@ def test_a_forgotten_call_is_reported_within_one_budget_naming_the_peer_that_nev
     assert BUDGET_S * 0.9 <= out["elapsed"] <= BUDGET_S + SLACK_S, out
     text = out["text"]
     if first:
-        name = algo or "packet"
+        name = algo or "packet_one_block"  # the default for 32 bytes at 2 ranks
         assert text == (f"all_reduce algorithm {name!r} failed on rank 0: rank 0: rank 1 did not begin all_reduce "
                         f"algorithm {name!r} within {BUDGET_S} s: has it made the same call?"), text
     else:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from numba import cuda
 
-from ..callcheck.device import begin_call, call_seq_of, calls_agree, post_fingerprint, zero_copy_calls_agree
+from ..callcheck.device import begin_call, calls_agree, zero_copy_calls_agree
 from ..channels import memory_channel as mc
 from ..channels import primitives as prim
 from ..channels import reduce as red
@@ -23,16 +23,11 @@ from .shares import begin, first_flag
 
 @cuda.jit(device=True)
 def open_call(proto, call_check, fingerprint, flags, rank, nranks):
-    """The start of a round-based kernel: (the block's first flag, the call's sequence number, whether it may send),
-    the flag loaded before the call's fingerprint is posted (``shares.first_flag``). Simple rounds post the
-    fingerprint and check the call here, before their first put; packets land only in peers' scratch, so they post
-    it after their sends and check it before receiving (``agreed_before_receiving``): the posting threads' packets
-    then leave without waiting for the sequence number's load."""
+    """The start of a round-based kernel: (the block's first flag, the call's sequence number, whether it may send,
+    ``agreed_before_sending``), the flag loaded before the call's fingerprint is posted (``shares.first_flag``)."""
     flag = first_flag(flags)
-    if proto == PACKET:
-        return flag, call_seq_of(call_check, fingerprint), True
     seq = begin_call(call_check, fingerprint, rank, nranks)
-    return flag, seq, calls_agree(call_check, fingerprint, seq, rank, nranks)
+    return flag, seq, agreed_before_sending(proto, call_check, fingerprint, seq, rank, nranks)
 
 
 @cuda.jit(device=True)
@@ -84,13 +79,17 @@ def wait_peers(chans, nranks, skip):
 
 
 @cuda.jit(device=True)
+def agreed_before_sending(proto, call_check, fingerprint, seq, rank, nranks):
+    """Whether a round-based kernel may send: simple rounds check the call before their first put (packets land
+    only in peers' scratch, so they are checked before anything is received)."""
+    return proto == PACKET or calls_agree(call_check, fingerprint, seq, rank, nranks)
+
+
+@cuda.jit(device=True)
 def agreed_before_receiving(proto, call_check, fingerprint, seq, rank, nranks):
-    """Whether a round-based kernel may receive (and write its output): packets (one round) post the call's
-    fingerprint after their sends and check the call here, simple rounds did both before sending."""
-    if proto != PACKET:
-        return True
-    post_fingerprint(call_check, fingerprint, 0, seq, rank, nranks)
-    return calls_agree(call_check, fingerprint, seq, rank, nranks)
+    """Whether a round-based kernel may receive (and write its output): packets check the call here, simple
+    rounds did before sending."""
+    return proto != PACKET or calls_agree(call_check, fingerprint, seq, rank, nranks)
 
 
 @cuda.jit(device=True)

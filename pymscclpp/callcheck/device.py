@@ -53,31 +53,19 @@ def begin_call(call_check, fingerprint, rank, nranks):
 
 @cuda.jit(device=True)
 def post_call(call_check, fingerprint, tag, rank, nranks):
-    """``post_fingerprint`` of the call's sequence number (``call_seq_of``), which it returns."""
-    seq = call_seq_of(call_check, fingerprint)
-    post_fingerprint(call_check, fingerprint, tag, seq, rank, nranks)
-    return seq
-
-
-@cuda.jit(device=True)
-def call_seq_of(call_check, fingerprint):
-    """The call's sequence number (0 with the check off, ``fingerprint`` 0), loaded once for ``compare_calls``."""
+    """The call's sequence number (0 with the check off, ``fingerprint`` 0), loaded once for ``compare_calls``;
+    block 0's thread j puts our ``fingerprint`` into slot ``rank`` of peer j's call-check area, flagged with it,
+    and a zero-copy call's windows ``tag`` (nonzero, ``fingerprint.windows_tag``) into the slot's second packet."""
     if fingerprint == 0:
         return 0
-    return call_seq(call_check)
-
-
-@cuda.jit(device=True)
-def post_fingerprint(call_check, fingerprint, tag, seq, rank, nranks):
-    """Block 0's thread j puts our ``fingerprint`` into slot ``rank`` of peer j's call-check area, flagged with the
-    call's ``seq``, and a zero-copy call's windows ``tag`` (nonzero, ``fingerprint.windows_tag``) into the slot's
-    second packet (nothing with the check off)."""
     tid = cuda.threadIdx.x
-    if fingerprint != 0 and cuda.blockIdx.x == 0 and tid < nranks - 1:
+    seq = call_seq(call_check)
+    if cuda.blockIdx.x == 0 and tid < nranks - 1:
         at = slot_of(seq, rank, nranks)
         if tag != 0:
             _post_word(call_check.peers[tid], at + prim.LL16_BYTES, tag, seq)
         _post_word(call_check.peers[tid], at, fingerprint, seq)
+    return seq
 
 
 @cuda.jit(device=True)

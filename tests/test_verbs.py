@@ -215,6 +215,12 @@ def test_a_reduce_by_each_small_message_algorithm_writes_the_roots_output_and_no
                    others_recv=True)
 
 
+@pytest.mark.parametrize("verb,kernel", [("reduce", "peer_reduce_simple"), ("gather", "peer_exchange_simple"),
+                                         ("scatter", "peer_exchange_simple")])
+def test_only_a_reduce_runs_the_exchange_kernel_that_holds_the_reductions(verb, kernel):
+    assert pool(3).run(vc.exchange_kernel, verb=verb, count=300, root=1) == [kernel] * 3
+
+
 def test_a_packet_reduce_writes_nothing_into_a_non_roots_own_packet_scratch():
     pool(3).run(vc.packet_reduce_leaves_its_own_scratch_slots_alone, count=1000, root=1)
 

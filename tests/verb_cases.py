@@ -268,6 +268,13 @@ def rooted(comm, state, verb: str, count: int, root: int, dtype: str = "float32"
     return comm.algorithms.served[verb].name
 
 
+def exchange_kernel(comm, state, verb: str, count: int, root: int) -> str:
+    """``rooted`` by the exchange (a reduce forced to it; gather and scatter take it by default): the entry kernel
+    that served it."""
+    rooted(comm, state, verb, count, root, algo="exchange" if verb == "reduce" else None)
+    return comm.algorithms.served[verb].last_kernel
+
+
 def captured_reduce(comm, state, count: int, root: int, inplace: bool, register: bool = False,
                     repeat: int = 2) -> None:
     """A two-step reduce whose stream is captured (the capture check forced true, as the simulator has no graphs):

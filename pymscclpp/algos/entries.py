@@ -20,6 +20,7 @@ def entry_kernels(nranks: int) -> dict[str, tuple]:
         kernel = getattr(cls, "zero_copy_kernel", None)  # the zero-copy families' (``zero_copy``)
         if kernel is not None:
             out[kernel.py_func.__name__] = (kernel, cls.zero_copy_argtypes(nranks))
-    for kernel in (exchange.peer_exchange_simple, exchange.peer_read_simple):  # the verbs; every pair zero-copy
+    # the verbs; every pair zero-copy; a reduce
+    for kernel in (exchange.peer_exchange_simple, exchange.peer_read_simple, exchange.peer_reduce_simple):
         out[kernel.py_func.__name__] = (kernel, exchange.argtypes(nranks))
     return out

@@ -20,7 +20,7 @@ from ..runtime.launch import Launch
 from ..runtime.memory import PeerMemory, alloc
 from .algorithm import Algorithm, Call, Constraint
 from .exchange_kernels import (AREA_SLOT, IS_READ, MAX_RANKS, READS, ROW, ZC_PEERS, peer_exchange_simple,
-                               peer_read_simple)
+                               peer_read_simple, peer_reduce_simple)
 from .grid import blocks_for
 from .windows import MAX_SERIAL, PreparedLaunches, Windows
 
@@ -111,6 +111,7 @@ class ExchangeLanes:
                       "chunk": SLOT_BYTES, "slots": SLOTS, "stripes": self.stripes, "stripe_bytes": STRIPE_BYTES,
                       "rank": comm.rank, "nranks": comm.size, "root": -1, "kind": 0, "op": 0}
         self.kernel_launch = self._launch(self._args["ins"])
+        self.reduce_launch = self._launch(self._args["ins"], peer_reduce_simple)  # a reduce maps no peer buffers
         windows = comm.extension("windows", Windows)
         self.zero_copy, self.reads = PreparedLaunches(windows), PreparedLaunches(windows)
 
@@ -119,8 +120,9 @@ class ExchangeLanes:
         return Launch(kernel, self.blocks, GRID[1], dict(self._args, ins=ins), argtypes=argtypes(self.size))
 
     def kernel_launches(self) -> list[Launch]:
-        """Every launch prepared: the one without mapped buffers and those of registered windows."""
-        return [self.kernel_launch, *self.zero_copy.values(), *self.reads.values()]
+        """Every launch prepared: the ones without mapped buffers (a reduce's its own) and those of registered
+        windows."""
+        return [self.kernel_launch, self.reduce_launch, *self.zero_copy.values(), *self.reads.values()]
 
     def reads_only(self, call: Call) -> bool:
         """Whether every pair of ``call`` reads zero-copy: the ranks agreed on it (an all-to-all with counts on
@@ -132,11 +134,13 @@ class ExchangeLanes:
     def launch(self, call: Call) -> Launch:
         """Issue ``call`` (its ``layout`` the table), reading peers' buffers through the window it carries, if
         any (prepared once per registered window; a captured call's launch is its graph's), without rings where
-        every pair reads zero-copy."""
+        every pair reads zero-copy; a reduce on the kernel that reduces."""
         window = call.window
         kernel, prepared = (peer_read_simple, self.reads) if self.reads_only(call) else \
             (peer_exchange_simple, self.zero_copy)
-        if window is None:
+        if call.collective == "reduce":
+            k = self.reduce_launch
+        elif window is None:
             k = self.kernel_launch
         elif window.serial >= 0:
             k = prepared.get((window,), lambda windows: self._launch(windows[0].handles, kernel))
@@ -184,7 +188,7 @@ def call_span(table: tuple, nranks: int, receive: bool) -> int:
 
 
 def argtypes(nranks: int) -> tuple:
-    """The numba types of ``peer_exchange_simple``'s (and ``peer_read_simple``'s) arguments on ``nranks`` ranks."""
+    """The numba types of the exchange entry kernels' arguments on ``nranks`` ranks (``exchange_kernels``)."""
     i64 = types.int64
     return (types.UniTuple(ht.memory_channel(), nranks - 1), types.UniTuple(ht.BYTES, nranks - 1), ht.BYTES,
             types.UniTuple(i64, ROW * nranks), types.UniTuple(ht.peer_memory(), nranks - 1), ht.BYTES, ht.BYTES,

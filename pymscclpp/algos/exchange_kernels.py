@@ -403,12 +403,13 @@ def staged_rounds(chans, table, zc, inp, out, scratch, chunk, slots, stripes, st
 
 @cuda.jit(device=True)
 def peer_exchange(chans, areas, area, table, ins, inp, out, scratch, seqs, seen, chunk, slots, stripes, stripe_bytes,
-                  rank, nranks, root, kind, op, staged):
+                  rank, nranks, root, kind, op, staged, reduces):
     """One call: the pair check, our own range and the zero-copy receives in one pass (``read_peers``), the wait for
     the peers that read us (each reads right after its pair check, so this waits on nothing staged), then the rounds
-    of the block's staged stripes; ``root`` >= 0: a reduce into ``root``, reduced with ``kind`` and ``op``.
-    ``staged`` (a compile-time constant of the entry kernel) 0: every pair reads zero-copy, and the kernel has
-    no rings (nor their registers)."""
+    of the block's staged stripes. ``staged`` and ``reduces`` are compile-time constants of the entry kernels:
+    ``staged`` 0, every pair reads zero-copy, and the kernel has no rings (nor their registers); ``reduces`` 1, a
+    reduce into ``root``, reduced with ``kind`` and ``op`` (only that kernel holds the reductions' code for every
+    dtype and op: the others are a fifth of its size)."""
     tid, nt = cuda.threadIdx.x, cuda.blockDim.x
     sh = cuda.shared.array(TABLE_WORDS, np.int64)
     fill_table(sh, table)
@@ -416,27 +417,25 @@ def peer_exchange(chans, areas, area, table, ins, inp, out, scratch, seqs, seen,
     agreed, zc = pairs_agree(chans, areas, area, table, seqs, seen, rank, nranks, staged == 0)
     if not agreed:
         return
-    if staged == 0:
-        read_peers(chans, table, zc, ins, inp, out, rank, nranks, tid, nt)
-        wait_readers(chans, zc, nranks, tid)
-        return
-    if root == rank:
-        reduce_at_root(chans, table, inp, out, scratch, chunk, slots, rank, nranks, tid, nt, kind, op)
-        return
-    if root >= 0:
-        send_to_root(chans, table, inp, chunk, slots, rank, root, tid, nt)
+    if reduces:
+        if root == rank:
+            reduce_at_root(chans, table, inp, out, scratch, chunk, slots, rank, nranks, tid, nt, kind, op)
+        else:
+            send_to_root(chans, table, inp, chunk, slots, rank, root, tid, nt)
         return
     read_peers(chans, table, zc, ins, inp, out, rank, nranks, tid, nt)
     wait_readers(chans, zc, nranks, tid)  # first: the rounds then spill far less (ptxas, 128 registers)
-    staged_rounds(chans, table, zc, inp, out, scratch, chunk, slots, stripes, stripe_bytes, rank, nranks, tid, nt)
+    if staged:
+        staged_rounds(chans, table, zc, inp, out, scratch, chunk, slots, stripes, stripe_bytes, rank, nranks, tid,
+                      nt)
 
 
 @cuda.jit(cache=True, **SIMPLE_LIMITS)
 def peer_exchange_simple(chans, areas, area, table, ins, inp, out, scratch, seqs, seen, chunk, slots, stripes,
                          stripe_bytes, rank, nranks, root, kind, op):
-    """``peer_exchange`` (puts, reads of mapped peer buffers and semaphores)."""
+    """``peer_exchange`` of a call that moves bytes (puts, reads of mapped peer buffers and semaphores)."""
     peer_exchange(chans, areas, area, table, ins, inp, out, scratch, seqs, seen, chunk, slots, stripes, stripe_bytes,
-                  rank, nranks, root, kind, op, STAGED)
+                  rank, nranks, root, kind, op, STAGED, 0)
 
 
 @cuda.jit(cache=True, **SIMPLE_LIMITS)
@@ -444,4 +443,12 @@ def peer_read_simple(chans, areas, area, table, ins, inp, out, scratch, seqs, se
                      stripe_bytes, rank, nranks, root, kind, op):
     """``peer_exchange`` of a call whose every pair reads zero-copy (reads of mapped peer buffers, semaphores)."""
     peer_exchange(chans, areas, area, table, ins, inp, out, scratch, seqs, seen, chunk, slots, stripes, stripe_bytes,
-                  rank, nranks, root, kind, op, READS_ONLY)
+                  rank, nranks, root, kind, op, READS_ONLY, 0)
+
+
+@cuda.jit(cache=True, **SIMPLE_LIMITS)
+def peer_reduce_simple(chans, areas, area, table, ins, inp, out, scratch, seqs, seen, chunk, slots, stripes,
+                       stripe_bytes, rank, nranks, root, kind, op):
+    """``peer_exchange`` of a reduce into ``root`` (puts into the root's rings, reductions there)."""
+    peer_exchange(chans, areas, area, table, ins, inp, out, scratch, seqs, seen, chunk, slots, stripes, stripe_bytes,
+                  rank, nranks, root, kind, op, STAGED, 1)

@@ -31,6 +31,7 @@ def _requested(comm, state) -> set:
     comm.broadcast(buf, root=0, algo="simple")
     comm.all_to_all(buf, out_buf[:16], send_counts=[8, 8], recv_counts=[8, 8])
     comm.reduce(buf, root=1, algo="rsag")
+    comm.reduce(buf, root=1, algo="exchange")  # the exchange's reducing kernel is built by its first reduce
     comm.register_buffer(out_buf)  # the pushing kernels write into peers' receive buffers
     comm.all_gather(buf, out_buf, algo="push")
     comm.all_to_all(buf, out_buf[:16], algo="push")

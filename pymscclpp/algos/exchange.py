@@ -111,7 +111,7 @@ class ExchangeLanes:
                       "chunk": SLOT_BYTES, "slots": SLOTS, "stripes": self.stripes, "stripe_bytes": STRIPE_BYTES,
                       "rank": comm.rank, "nranks": comm.size, "root": -1, "kind": 0, "op": 0}
         self.kernel_launch = self._launch(self._args["ins"])
-        self.reduce_launch = self._launch(self._args["ins"], peer_reduce_simple)  # a reduce maps no peer buffers
+        self._reduce_launch: Launch | None = None  # built (compiled) by the first reduce: ``reduce_launch``
         windows = comm.extension("windows", Windows)
         self.zero_copy, self.reads = PreparedLaunches(windows), PreparedLaunches(windows)
 
@@ -119,10 +119,18 @@ class ExchangeLanes:
         """A launch of ``kernel`` reading peers' mapped buffers through ``ins`` (placeholders when it maps none)."""
         return Launch(kernel, self.blocks, GRID[1], dict(self._args, ins=ins), argtypes=argtypes(self.size))
 
+    def reduce_launch(self) -> Launch:
+        """The launch of the kernel that reduces (a reduce maps no peer buffers), built on first use: a
+        communicator that never reduces through the exchange never compiles it."""
+        if self._reduce_launch is None:
+            self._reduce_launch = self._launch(self._args["ins"], peer_reduce_simple)
+        return self._reduce_launch
+
     def kernel_launches(self) -> list[Launch]:
-        """Every launch prepared: the ones without mapped buffers (a reduce's its own) and those of registered
-        windows."""
-        return [self.kernel_launch, self.reduce_launch, *self.zero_copy.values(), *self.reads.values()]
+        """Every launch prepared: the one without mapped buffers, the reducing one once built, and those of
+        registered windows."""
+        reducing = [] if self._reduce_launch is None else [self._reduce_launch]
+        return [self.kernel_launch, *reducing, *self.zero_copy.values(), *self.reads.values()]
 
     def reads_only(self, call: Call) -> bool:
         """Whether every pair of ``call`` reads zero-copy: the ranks agreed on it (an all-to-all with counts on
@@ -139,7 +147,7 @@ class ExchangeLanes:
         kernel, prepared = (peer_read_simple, self.reads) if self.reads_only(call) else \
             (peer_exchange_simple, self.zero_copy)
         if call.collective == "reduce":
-            k = self.reduce_launch
+            k = self.reduce_launch()
         elif window is None:
             k = self.kernel_launch
         elif window.serial >= 0:

@@ -47,6 +47,15 @@ def test_the_check_kernel_sends_one_fingerprint_packet_and_its_waits_are_bounded
     assert ptx_counts["copy_if_agreed", "ld.global.v4.u32"] > 0 and ptx_counts["copy_if_agreed", "st.global.v4.u32"] > 0
 
 
+def test_only_the_reducing_exchange_kernel_holds_the_reductions(ptx_counts):
+    # the verbs that move bytes (send/recv, all-to-all, gather, scatter) run kernels without any reduction's code:
+    # with it, the kernel was 374 KB of machine code at 8 ranks, without it 158 KB
+    assert ptx_counts["peer_reduce_simple", "add.rn.f16x2"] > 0
+    for kernel in ("peer_exchange_simple", "peer_read_simple"):
+        assert ptx_counts[kernel, "add.rn.f16x2"] == 0, kernel
+    assert ptx_counts["peer_exchange_simple", "lines"] < 0.5 * ptx_counts["peer_reduce_simple", "lines"]  # 0.40 at 4 ranks
+
+
 def test_the_exchange_kernels_code_grows_little_with_the_rank_count(ptx_counts):
     # a table read at a runtime index compiled to a branch tree at every read: 2.9x the code at 8 ranks as at 2
     assert ptx_counts["peer_read_simple_8ranks", "lines"] < 1.8 * ptx_counts["peer_read_simple_2ranks", "lines"]

@@ -53,7 +53,8 @@ KERNELS = {
 }
 PATTERNS = ["ld.global.v4.u32", "st.global.v4.u32", "red.release.sys.global.add", "red.relaxed.sys",
             "ld.acquire.sys.global", "st.volatile.global.v4.u32", "ld.volatile.global.v4.u32",
-            "st.volatile.global.v2.u32", "ld.volatile.global.v2.u32", "%globaltimer", "ld.relaxed.sys.global.b64"]
+            "st.volatile.global.v2.u32", "ld.volatile.global.v2.u32", "%globaltimer", "ld.relaxed.sys.global.b64",
+            "add.rn.f16x2"]
 
 for name, (kernel, sig) in KERNELS.items():
     ptx, _ = cuda.compile_ptx(kernel.py_func, sig, cc=(9, 0))

@@ -42,7 +42,7 @@ from ..channels.ptx import store_v4_volatile
 from .arg_tables import store_tuple
 from .blocks import copy_unless_same
 from .protocols import SIMPLE_LIMITS
-from .shares import end_to_end_share, part_of, round_share
+from .shares import copy_share, part_of, round_share
 
 ROW = 9  # table entries per rank
 MAX_RANKS = 64  # ranks a call's table may hold: it is copied into shared memory (``fill_table``)
@@ -342,23 +342,24 @@ def copy_own(table, inp, out, rank, tid, nt):
 
 
 @cuda.jit(device=True)
-def read_peers(chans, table, zc, ins, inp, out, rank, nranks, tid, nt):
+def read_peers(chans, table, zc, ins, inp, out, rank, nranks, tid):
     """Our own range (a send to ourselves, skipped in place) and the zero-copy receives, in one pass: every block
-    copies its share of them laid end to end, ours first, then what the peers we read send us from the peer after
-    us on (so the ranks' blocks read different peers at once), straight from their buffers (``ins[j]``, from each
-    one's peer offset); then it signals each of those peers on semaphore 2 b + 1 (the credit of a stripe that
+    copies its part of them laid end to end (``shares.copy_share``), ours first, then what the peers we read send us
+    from the peer after us on (so the ranks' blocks read different peers at once), straight from their buffers
+    (``ins[j]``, from each one's peer offset); then it signals each of those peers on semaphore 2 b + 1 (the credit of a stripe that
     pair does not run)."""
     own = table[ROW * rank + SEND_N]
-    total = own
+    total, ranges, smallest = own, 1 if own > 0 else 0, own
     for j in range(min(nranks - 1, ZC_PEERS)):
-        if zero_copy(zc, j, 1):
-            total += table[ROW * peer_rank(j, rank) + RECV_N]
+        n = table[ROW * peer_rank(j, rank) + RECV_N]
+        if zero_copy(zc, j, 1) and n > 0:
+            smallest = n if ranges == 0 else min(smallest, n)
+            total, ranges = total + n, ranges + 1
     if total > 0:
-        lo, cnt = end_to_end_share(total)
+        lo, cnt, t, tn = copy_share(total, ranges, smallest)
         at, m = part_of(lo, cnt, 0, own)
         if m > 0:
-            copy_unless_same(out, table[ROW * rank + RECV_OFF] + at, inp, table[ROW * rank + SEND_OFF] + at, m,
-                             tid, nt)
+            copy_unless_same(out, table[ROW * rank + RECV_OFF] + at, inp, table[ROW * rank + SEND_OFF] + at, m, t, tn)
         start = own
         for i in range(1, nranks):
             p = (rank + i) % nranks
@@ -368,7 +369,7 @@ def read_peers(chans, table, zc, ins, inp, out, rank, nranks, tid, nt):
                 at, m = part_of(lo, cnt, start, n)
                 if m > 0:
                     prim.copy_bytes(out, table[ROW * p + RECV_OFF] + at, ins[j].dst, table[ROW * p + PEER_OFF] + at,
-                                    m, tid, nt)
+                                    m, t, tn)
                 start += n
     cuda.syncthreads()
     if tid < nranks - 1 and zero_copy(zc, tid, 1):
@@ -423,7 +424,7 @@ def peer_exchange(chans, areas, area, table, ins, inp, out, scratch, seqs, seen,
         else:
             send_to_root(chans, table, inp, chunk, slots, rank, root, tid, nt)
         return
-    read_peers(chans, table, zc, ins, inp, out, rank, nranks, tid, nt)
+    read_peers(chans, table, zc, ins, inp, out, rank, nranks, tid)
     wait_readers(chans, zc, nranks, tid)  # first: the rounds then spill far less (ptxas, 128 registers)
     if staged:
         staged_rounds(chans, table, zc, inp, out, scratch, chunk, slots, stripes, stripe_bytes, rank, nranks, tid,

@@ -39,6 +39,26 @@ def end_to_end_share(total):
     return round_share(total, total, 0)
 
 
+# a call whose every range spans this many passes of the grid (``prim.VECTOR_PASS_BYTES`` per thread) copies each
+# range on the whole grid (``copy_share``): faster from 16 MB at 2 and 8 ranks (docs/performance.md)
+WIDE_PASSES = 4
+
+
+@cuda.jit(device=True)
+def copy_share(total, ranges, smallest):
+    """(first byte, byte count, thread index, thread count) of the calling block's part of ``total`` bytes in
+    ``ranges`` ranges laid end to end (the smallest ``smallest`` bytes): with one range, or every range of
+    ``WIDE_PASSES`` passes of the grid, all of it on the grid's threads together (the grid streams through each range
+    in order, as a local copy does); else ``end_to_end_share`` on the block's threads (each range a block copies
+    ends in a memory round trip of its own)."""
+    nt = cuda.blockDim.x
+    grid_threads = cuda.gridDim.x * nt
+    if ranges <= 1 or smallest >= WIDE_PASSES * grid_threads * prim.VECTOR_PASS_BYTES:
+        return 0, total, cuda.blockIdx.x * nt + cuda.threadIdx.x, grid_threads
+    lo, cnt = end_to_end_share(total)
+    return lo, cnt, cuda.threadIdx.x, nt
+
+
 @cuda.jit(device=True)
 def part_of(lo, n, start, length):
     """(offset within the range, byte count) of the overlap of the share ``[lo, lo + n)`` with the range

@@ -25,6 +25,7 @@ LL16_DATA = 8    # data bytes it carries
 LL8_BYTES = 8
 LL8_DATA = 4
 
+VECTOR_PASS_BYTES = 64  # bytes a thread of ``copy_vectors`` moves per pass: four 16-byte vectors in flight
 SHIFTED_MIN = 4096  # the fewest bytes copied by shifted word loads when source and destination do not line up
 _U15 = np.uint64(15)
 _U7 = np.uint64(7)

@@ -346,8 +346,8 @@ def read_peers(chans, table, zc, ins, inp, out, rank, nranks, tid):
     """Our own range (a send to ourselves, skipped in place) and the zero-copy receives, in one pass: every block
     copies its part of them laid end to end (``shares.copy_share``), ours first, then what the peers we read send us
     from the peer after us on (so the ranks' blocks read different peers at once), straight from their buffers
-    (``ins[j]``, from each one's peer offset); then it signals each of those peers on semaphore 2 b + 1 (the credit of a stripe that
-    pair does not run)."""
+    (``ins[j]``, from each one's peer offset); then it signals each of those peers on semaphore 2 b + 1 (the credit
+    of a stripe that pair does not run)."""
     own = table[ROW * rank + SEND_N]
     total, ranges, smallest = own, 1 if own > 0 else 0, own
     for j in range(min(nranks - 1, ZC_PEERS)):

@@ -47,7 +47,7 @@ def cover(lengths: list[int]) -> tuple[np.ndarray, np.ndarray]:
 
 @pytest.mark.parametrize("lengths", [[0], [1], [16] * 8, [4096] * 8, [2054] * 3, [0, 5, 0, 3000, 17, 1],
                                      [20000, 16, 0, 48, 9984], [3] * 40, [40000], [0, 33333, 0],
-                                     [4 * PASS + 5] * 2, [4 * PASS, 4 * PASS - 1]])
+                                     [WIDE_PASSES * PASS + 5] * 2, [WIDE_PASSES * PASS, WIDE_PASSES * PASS - 1]])
 def test_every_byte_of_every_range_is_copied_by_exactly_one_thread(lengths):
     counts, _ = cover(lengths)
     assert (counts == 1).all(), np.flatnonzero(counts != 1)[:10]

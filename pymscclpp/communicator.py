@@ -17,7 +17,7 @@ from ._log import get_logger
 from .algos.algorithm import REDUCING, Algorithm, Call, CallBuffer
 from .algos.collection import AlgorithmCollection, pick
 from .algos.repeats import RepeatCache, state_of, torch_state
-from .algos import verbs
+from .algos import all_to_allv, rooted, send_recv
 from .algos.exchange import EXCHANGED
 from .algos.windows import Windows
 from .channels import reduce as red
@@ -53,7 +53,7 @@ class Communicator(_RuntimeCommunicator):
         self.algorithms: AlgorithmCollection = self.extension("algorithms", AlgorithmCollection)
         self._repeats = RepeatCache(self.algorithms)
         self._served: dict[str, Algorithm] = {}  # collective -> the algorithm that served its last call
-        self._group = verbs.Group(self)
+        self._group = send_recv.Group(self)
 
     def _repeat(self, key: tuple, sendbuf: Buffer, recvbuf: Buffer | None, stream: Stream) -> bool:
         """Launch a call made before on the same buffers (unchanged), skipping its checks and selection."""
@@ -131,21 +131,21 @@ class Communicator(_RuntimeCommunicator):
                stream: Stream = None, algo: str | None = None) -> None:
         """Reduce every rank's ``sendbuf`` into the root's ``recvbuf`` (None: in place); other ranks' ``recvbuf``
         is neither read nor written (None is fine)."""
-        verbs.reduce(self, sendbuf, recvbuf, root, op, stream, algo)
+        rooted.reduce(self, sendbuf, recvbuf, root, op, stream, algo)
 
     @entry
     def gather(self, sendbuf: Buffer, recvbuf: Buffer | None = None, root: int = 0, stream: Stream = None,
                algo: str | None = None) -> None:
         """Gather every rank's ``sendbuf`` into the root's ``recvbuf`` (``size`` slots, rank r's at slot r); other
         ranks may pass None for ``recvbuf``."""
-        verbs.gather(self, sendbuf, recvbuf, root, stream, algo)
+        rooted.gather(self, sendbuf, recvbuf, root, stream, algo)
 
     @entry
     def scatter(self, sendbuf: Buffer | None, recvbuf: Buffer, root: int = 0, stream: Stream = None,
                 algo: str | None = None) -> None:
         """Slot r of the root's ``sendbuf`` (``size`` slots) to rank r's ``recvbuf``; other ranks may pass None for
         ``sendbuf``."""
-        verbs.scatter(self, sendbuf, recvbuf, root, stream, algo)
+        rooted.scatter(self, sendbuf, recvbuf, root, stream, algo)
 
     def _pair(self, what: str, sendbuf: Buffer, recvbuf: Buffer | None, recv_factor: int = 1,
               send_factor: int = 1) -> tuple[BufferInfo, BufferInfo]:
@@ -225,7 +225,7 @@ class Communicator(_RuntimeCommunicator):
         left None splits its buffer evenly), ``send_counts[j]`` elements from offset ``sum(send_counts[:j])`` go
         to rank j, at its offset ``sum(recv_counts[:rank])``; every rank checks all ranks' counts agree first."""
         if send_counts is not None or recv_counts is not None:
-            verbs.all_to_allv(self, sendbuf, recvbuf, send_counts, recv_counts, stream, algo)
+            all_to_allv.all_to_allv(self, sendbuf, recvbuf, send_counts, recv_counts, stream, algo)
             return
         key = ("all_to_all", id(sendbuf), id(recvbuf), "", algo, 0)
         if self._repeat(key, sendbuf, recvbuf, stream):

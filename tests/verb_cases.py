@@ -384,7 +384,7 @@ def all_to_allv_zero_copy(comm, state, counts: list, dtype: str, registered, cap
     """all_to_all with counts whose send buffers start at a registration (rank r: registration ``registered[r]``
     of two; None: unregistered) or whose calls are captured (the capture check forced true, as the simulator has
     no graphs) equals NumPy on every rank, call after call; the kernel that served the last call."""
-    from pymscclpp.algos import verbs
+    from pymscclpp.algos import verb_calls
     n, me = comm.size, comm.rank
     send_counts = counts[me]
     recv_counts = [counts[j][me] for j in range(n)]
@@ -396,8 +396,8 @@ def all_to_allv_zero_copy(comm, state, counts: list, dtype: str, registered, cap
     send = (own if registered[me] is None else bufs[registered[me]])[:sum(send_counts)]
     windows = comm.extension("windows")
     mapped = windows.captured
-    real = verbs.capturing
-    verbs.capturing = lambda stream: captured
+    real = verb_calls.capturing
+    verb_calls.capturing = lambda stream: captured
     try:
         for it in range(repeat):
             send.copy_to_device(data(me, sum(send_counts), dtype, seed=it))
@@ -408,7 +408,7 @@ def all_to_allv_zero_copy(comm, state, counts: list, dtype: str, registered, cap
             np.testing.assert_array_equal(recv.copy_to_host(), np.concatenate(parts + [np.full(3, 55, np_dtype(dtype))]))
             np.testing.assert_array_equal(send.copy_to_host(), data(me, sum(send_counts), dtype, seed=it))
     finally:
-        verbs.capturing = real
+        verb_calls.capturing = real
     read = _reads_zero_copy(comm, "all_to_allv")
     kernel = comm.last_algorithm("all_to_allv").last_kernel  # every pair reads: the kernel without rings
     assert kernel == ("peer_read_simple" if read else "peer_exchange_simple"), kernel
@@ -581,7 +581,7 @@ def rooted_zero_copy(comm, state, verb: str, count: int, root: int, dtype: str, 
     buffer and the others' receive buffers) start registration ``registered[r]`` of two on rank r (None:
     unregistered), or whose calls are captured (the capture check forced true, as the simulator has no graphs):
     exact, call after call, the read buffers untouched; how this rank's last call moved data with each peer."""
-    from pymscclpp.algos import verbs
+    from pymscclpp.algos import verb_calls
     n, me = comm.size, comm.rank
     slots = n if verb == "scatter" and me == root else 1
     regs = [_mapped(count * n, dtype) for _ in range(2)]
@@ -590,8 +590,8 @@ def rooted_zero_copy(comm, state, verb: str, count: int, root: int, dtype: str, 
     own = _mapped(count * n, dtype)
     read = (own if registered[me] is None else regs[registered[me]])[:count * slots]  # what peers read of ours
     mapped = comm.extension("windows").captured
-    real = verbs.capturing
-    verbs.capturing = lambda stream: captured
+    real = verb_calls.capturing
+    verb_calls.capturing = lambda stream: captured
     try:
         for it in range(repeat):
             inputs = [data(r, count * (n if verb == "scatter" else 1), dtype, seed=it) for r in range(n)]
@@ -615,7 +615,7 @@ def rooted_zero_copy(comm, state, verb: str, count: int, root: int, dtype: str, 
             if verb == "gather" or me == root:
                 np.testing.assert_array_equal(read.copy_to_host(), inputs[me])
     finally:
-        verbs.capturing = real
+        verb_calls.capturing = real
     assert comm.extension("windows").captured == mapped + (repeat if captured else 0)
     kernel = comm.last_algorithm(verb).last_kernel  # captured: every pair reads, the kernel without rings
     assert kernel == ("peer_read_simple" if captured else "peer_exchange_simple"), kernel

@@ -43,27 +43,45 @@ def _root_slots(comm, what: str, side: str, buf, slot: BufferInfo, root: int) ->
     return info
 
 
+def _zero_copy(comm, what: str, mine: BufferInfo, root: int, n: int, stream: int) -> tuple[Window, dict] | None:
+    """(the window, every pair's codes) of a gather that reads zero-copy (the root reads every rank's send buffer)
+    or of a scatter (every rank reads its ``n`` bytes of the root's send buffer), through ``_rooted_window`` of
+    ``mine``; None: the call stages."""
+    window = _rooted_window(comm, what, mine, stream) if comm.size > 1 else None
+    if window is None:
+        return None
+    code = zero_copy_code(window)
+    reads, is_read = (0, code, 0), (code, 0, 0)  # this rank reads the pair's buffer; the pair reads this rank's
+    if comm.rank == root:
+        return window, {p: reads if what == "gather" else is_read for p in range(comm.size) if p != root}
+    return window, {root: is_read if what == "gather" else (0, code, comm.rank * n)}
+
+
+def _run_rooted(comm, what: str, send: BufferInfo | None, sendbuf, recv: BufferInfo | None, recvbuf,
+                slot: BufferInfo, root: int, stream, algo, mine: BufferInfo) -> None:
+    """Run a checked gather or scatter of ``slot`` (the buffer of one rank's bytes: a gather's send buffer, a
+    scatter's receive buffer): the root's ``size`` slots against every rank's one, its own slot copied; zero-copy
+    where ``mine`` (``_zero_copy``) allows."""
+    comm.raise_if_failed()
+    n = slot.nbytes
+    if n == 0:
+        return
+    stream = stream_handle(stream, sendbuf if what == "gather" else recvbuf, comm.device)
+    slots = {p: (p * n, n) for p in range(comm.size)} if comm.rank == root else {}
+    own = {root: (0, n)}  # at the root: its own slot, copied
+    sends, recvs = (own, slots) if what == "gather" else (slots, own)
+    run(comm, what, send, sendbuf, recv, recvbuf, sends, recvs,
+        rooted_descriptors(comm.size, comm.rank, what, n, slot.dtype, root), n * comm.size, slot.dtype, "sum", root,
+        stream, algo, _zero_copy(comm, what, mine, root, n, stream))
+
+
 def gather(comm, sendbuf, recvbuf, root, stream, algo) -> None:
     """Rank r's ``sendbuf`` lands in slot r of the root's ``recvbuf`` (``size`` slots; only the root's is read, the
     others may pass None)."""
     root = check_rank(comm, "gather", "root", root)
     send = buffer_info(sendbuf, comm.device)
     recv = _root_slots(comm, "gather", "receive", recvbuf, send, root) if comm.rank == root else None
-    comm.raise_if_failed()
-    if send.nbytes == 0:
-        return
-    n, stream = send.nbytes, stream_handle(stream, sendbuf, comm.device)
-    sends = {root: (0, n)}  # at the root: its own slot, copied
-    recvs = {p: (p * n, n) for p in range(comm.size)} if comm.rank == root else {}
-    window = _rooted_window(comm, "gather", send, stream) if comm.size > 1 else None
-    zero_copy = None
-    if window is not None:  # the root reads every rank's send buffer where it starts the root's registration
-        code = zero_copy_code(window)
-        zero_copy = window, ({p: (0, code, 0) for p in range(comm.size) if p != root} if comm.rank == root else
-                             {root: (code, 0, 0)})
-    run(comm, "gather", send, sendbuf, recv, recvbuf, sends, recvs,
-        rooted_descriptors(comm.size, comm.rank, "gather", n, send.dtype, root), n * comm.size, send.dtype,
-        "sum", root, stream, algo, zero_copy)
+    _run_rooted(comm, "gather", send, sendbuf, recv, recvbuf, send, root, stream, algo, send)
 
 
 def scatter(comm, sendbuf, recvbuf, root, stream, algo) -> None:
@@ -74,22 +92,8 @@ def scatter(comm, sendbuf, recvbuf, root, stream, algo) -> None:
         raise InvalidUsageError("scatter: every rank needs a receive buffer")
     recv = buffer_info(recvbuf, comm.device)
     send = _root_slots(comm, "scatter", "send", sendbuf, recv, root) if comm.rank == root else None
-    comm.raise_if_failed()
-    if recv.nbytes == 0:
-        return
-    n, stream = recv.nbytes, stream_handle(stream, recvbuf, comm.device)
-    sends = {p: (p * n, n) for p in range(comm.size)} if comm.rank == root else {}
-    recvs = {root: (0, n)}  # at the root: its own slot, copied
-    me = comm.rank
-    window = _rooted_window(comm, "scatter", send if me == root else recv, stream) if comm.size > 1 else None
-    zero_copy = None
-    if window is not None:  # every rank reads its slot of the root's send buffer where the registrations match
-        code = zero_copy_code(window)
-        zero_copy = window, ({p: (code, 0, 0) for p in range(comm.size) if p != root} if me == root else
-                             {root: (0, code, me * n)})
-    run(comm, "scatter", send, sendbuf, recv, recvbuf, sends, recvs,
-        rooted_descriptors(comm.size, me, "scatter", n, recv.dtype, root), n * comm.size, recv.dtype,
-        "sum", root, stream, algo, zero_copy)
+    _run_rooted(comm, "scatter", send, sendbuf, recv, recvbuf, recv, root, stream, algo,
+                send if comm.rank == root else recv)
 
 
 def reduce(comm, sendbuf, recvbuf, root, op, stream, algo) -> None:

@@ -30,7 +30,9 @@ class Case:
     buffers: tuple = ()             # what ``--register`` registers with the communicator (zero-copy calls)
 
 
-def _data(torch, dtype, count: int, rank: int, salt: int):
+def data(torch, dtype, count: int, rank: int, salt: int):
+    """Rank ``rank``'s input of ``count`` elements on the GPU, seeded by ``salt``: small integers, so every dtype
+    and summation order is exact."""
     gen = torch.Generator(device="cuda").manual_seed(1000 * salt + rank)
     low, high = (-8, 9) if dtype.is_floating_point else (0, 4)
     return torch.randint(low, high, (count,), device="cuda", generator=gen).to(dtype)
@@ -39,13 +41,14 @@ def _data(torch, dtype, count: int, rank: int, salt: int):
 def _reduced(torch, dtype, count: int, n: int, salt: int, redop: str):
     """Every rank's input of ``count`` elements reduced in rank order (exact: small integers)."""
     fold = {"sum": torch.add, "min": torch.minimum, "max": torch.maximum}[redop]
-    acc = _data(torch, dtype, count, 0, salt).float()
+    acc = data(torch, dtype, count, 0, salt).float()
     for r in range(1, n):
-        acc = fold(acc, _data(torch, dtype, count, r, salt).float())
+        acc = fold(acc, data(torch, dtype, count, r, salt).float())
     return acc.to(dtype)
 
 
-def _copy_floor(torch, dtype, count: int) -> Callable[[], None]:
+def copy_floor(torch, dtype, count: int) -> Callable[[], None]:
+    """The copy floor of ``count`` elements: a local ``dst.copy_(src)`` to time against a collective's bytes."""
     src, dst = torch.zeros(count, dtype=dtype, device="cuda"), torch.empty(count, dtype=dtype, device="cuda")
     return lambda: dst.copy_(src)
 
@@ -60,38 +63,38 @@ def make_case(op: str, comm, dist, torch, dtype, nbytes: int, redop: str, algo: 
     kw = {} if algo is None else {"algo": algo}
     empty = lambda k: torch.empty(k, dtype=dtype, device="cuda")  # noqa: E731
     if op == "all_reduce":
-        x = _data(torch, dtype, count, rank, 1)
+        x = data(torch, dtype, count, rank, 1)
         out, ref, y, z = torch.empty_like(x), torch.empty_like(x), torch.empty_like(x), torch.zeros_like(x)
         return Case(count, lambda: comm.all_reduce(x, out, op=redop, **kw),
                     dist and (lambda: (ref.copy_(x), dist.all_reduce(ref, op=reduce_op))), (out, ref), 2 * (n - 1) / n,
                     lambda: torch.add(x, z, out=y), lambda: _reduced(torch, dtype, count, n, 1, redop), (x, out))
     part = max(1, count // n)
     if op == "all_gather":
-        x = _data(torch, dtype, part, rank, 2)
+        x = data(torch, dtype, part, rank, 2)
         out, ref = empty(part * n), empty(part * n)
         return Case(part * n, lambda: comm.all_gather(x, out, **kw),
                     dist and (lambda: dist.all_gather_into_tensor(ref, x)),
-                    (out, ref), (n - 1) / n, _copy_floor(torch, dtype, part * n),
-                    lambda: torch.cat([_data(torch, dtype, part, p, 2) for p in range(n)]))
+                    (out, ref), (n - 1) / n, copy_floor(torch, dtype, part * n),
+                    lambda: torch.cat([data(torch, dtype, part, p, 2) for p in range(n)]))
     if op == "reduce_scatter":
-        x = _data(torch, dtype, part * n, rank, 3)
+        x = data(torch, dtype, part * n, rank, 3)
         out, ref = empty(part), empty(part)
         return Case(part * n, lambda: comm.reduce_scatter(x, out, op=redop, **kw),
                     dist and (lambda: dist.reduce_scatter_tensor(ref, x, op=reduce_op)), (out, ref), (n - 1) / n,
-                    _copy_floor(torch, dtype, part * n),
+                    copy_floor(torch, dtype, part * n),
                     lambda: _reduced(torch, dtype, part * n, n, 3, redop)[rank * part:(rank + 1) * part], (x,))
     if op == "all_to_all":
-        x = _data(torch, dtype, part * n, rank, 4)
+        x = data(torch, dtype, part * n, rank, 4)
         out, ref = torch.empty_like(x), torch.empty_like(x)
         return Case(part * n, lambda: comm.all_to_all(x, out, **kw), dist and (lambda: dist.all_to_all_single(ref, x)),
-                    (out, ref), (n - 1) / n, _copy_floor(torch, dtype, part * n),
-                    lambda: torch.cat([_data(torch, dtype, part * n, p, 4)[rank * part:(rank + 1) * part]
+                    (out, ref), (n - 1) / n, copy_floor(torch, dtype, part * n),
+                    lambda: torch.cat([data(torch, dtype, part * n, p, 4)[rank * part:(rank + 1) * part]
                                        for p in range(n)]))
     if op == "broadcast":
-        src = _data(torch, dtype, count, rank, 5)
+        src = data(torch, dtype, count, rank, 5)
         buf, ref = src.clone(), src.clone()
         return Case(count, lambda: comm.broadcast(buf, 0, **kw), dist and (lambda: dist.broadcast(ref, 0)), (buf, ref),
-                    1.0, _copy_floor(torch, dtype, count), lambda: _data(torch, dtype, count, 0, 5))
+                    1.0, copy_floor(torch, dtype, count), lambda: data(torch, dtype, count, 0, 5))
     if op in VERBS:
         return make_verb_case(op, comm, dist, torch, dtype, nbytes, redop, algo)
     raise ValueError(f"unknown collective {op!r}")

@@ -13,7 +13,6 @@ import argparse
 import os
 import statistics
 
-import numpy as np
 from mpi4py import MPI
 
 import pymscclpp  # noqa: F401  (chooses the backend before numba.cuda loads)

@@ -25,7 +25,7 @@ def _np_dtype(name: str):
     return np.dtype(name)
 
 
-def _data(dtype, count: int, rank: int, salt: int) -> np.ndarray:
+def data(dtype, count: int, rank: int, salt: int) -> np.ndarray:
     """Small integers, so every dtype and summation order is exact."""
     rng = np.random.default_rng(1000 * salt + rank)
     low, high = (-8, 9) if dtype.kind == "f" or dtype.name == "bfloat16" else (0, 4)
@@ -39,7 +39,7 @@ def make_sim_case(op: str, comm, dtype, nbytes: int, redop: str, algo: str | Non
     count = max(n, nbytes // dtype.itemsize) // n * n
     part = count // n
     kw = {} if algo is None else {"algo": algo}
-    every = [_data(dtype, count, r, 1) for r in range(n)]
+    every = [data(dtype, count, r, 1) for r in range(n)]
     x = cuda.to_device(every[rank][:part] if op == "all_gather" else every[rank])
     if op == "all_reduce":
         out = cuda.device_array(count, dtype)

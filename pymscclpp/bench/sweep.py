@@ -13,7 +13,7 @@ HEADER = (f"{'size':>12} {'count':>12} {'type':>9} {'redop':>6} | {'pymscclpp us
            f"{'#wrong':>6} | {'REF us':>9} {'algbw':>7} {'busbw':>7} | {'speedup':>7}  served by")
 
 
-def _setup(nccl: bool):
+def setup(nccl: bool):
     """mpi4py world, torch device, pymscclpp communicator and (``nccl``) NCCL's process group, else None for it.
     Ranks sharing a GPU (CUDA MPS) take device ``local % count``."""
     try:
@@ -93,7 +93,7 @@ def print_row(row: dict, checked: bool) -> None:
 
 def run_sweep(args) -> list[dict] | None:
     """Run the sweep; rank 0 prints the table and gets the rows (others get None)."""
-    world, comm, torch, dist = _setup(args.compare == "nccl")
+    world, comm, torch, dist = setup(args.compare == "nccl")
     dtype = getattr(torch, _TORCH_DTYPES[args.dtype])
     rows = []
     floor = args.compare == "floor"

@@ -18,7 +18,7 @@ from ..algos.library_plans import search_space
 from ..errors import InvalidUsageError
 from .__main__ import parse_size
 from .cases import make_case
-from .sweep import _setup
+from .sweep import setup
 from ..runtime.collectives import COLLECTIVES
 from .timing import capture, time_graph
 
@@ -62,7 +62,7 @@ def main(argv=None) -> int:
     ap.add_argument("--out", required=True)
     ap.add_argument("--programs", action="store_true", help="also search the library's DSL programs' parameters")
     args = ap.parse_args(argv)
-    world, comm, torch, _ = _setup(nccl=False)
+    world, comm, torch, _ = setup(nccl=False)
     dtype = getattr(torch, args.dtype)
     table = {}
     for op in COLLECTIVES:

@@ -80,14 +80,14 @@ def expected_of(op: str, inputs: list, rank: int, part: int, out_init, fold, con
 
 def make_verb_case(op: str, comm, dist, torch, dtype, nbytes: int, redop: str, algo: str | None):
     """The ``bench.cases.Case`` of verb ``op`` at ``nbytes`` on GPUs (``dist`` None: no NCCL reference)."""
-    from .cases import Case, _copy_floor, _data
+    from .cases import Case, copy_floor, data
     n, rank = comm.size, comm.rank
     itemsize = torch.tensor([], dtype=dtype).element_size()
     count = max(1, nbytes // itemsize)
     part = max(1, count // n)
     s_n, r_n = elements(op, count, n)
     salt = 10 + VERBS.index(op)
-    inputs = [_data(torch, dtype, s_n, p, salt) for p in range(n)]
+    inputs = [data(torch, dtype, s_n, p, salt) for p in range(n)]
     x, out, ref = inputs[rank], torch.zeros(r_n, dtype=dtype, device="cuda"), torch.zeros(r_n, dtype=dtype, device="cuda")
     kw = {} if algo is None or op == "send_recv" else {"algo": algo}
     ours = lambda: run_verb(comm, op, x, out, part, redop, **kw)  # noqa: E731
@@ -96,7 +96,7 @@ def make_verb_case(op: str, comm, dist, torch, dtype, nbytes: int, redop: str, a
         y, z = torch.empty_like(x), torch.zeros_like(x)
         floor = lambda: torch.add(x, z, out=y)  # noqa: E731
     else:
-        floor = _copy_floor(torch, dtype, size)
+        floor = copy_floor(torch, dtype, size)
     fold = {"sum": torch.add, "min": torch.minimum, "max": torch.maximum}[redop]
     init = out.clone()
     expected = lambda: expected_of(op, [t.float() for t in inputs], rank, part, init.float(), fold,  # noqa: E731
@@ -132,12 +132,12 @@ def make_sim_verb_case(op: str, comm, dtype, nbytes: int, redop: str, algo: str 
     import numpy as np
     from numba import cuda
 
-    from .sim_sweep import _data
+    from .sim_sweep import data
     n, rank = comm.size, comm.rank
     count = max(n, nbytes // dtype.itemsize) // n * n
     part = count // n
     s_n, r_n = elements(op, count, n)
-    inputs = [_data(dtype, s_n, p, 10 + VERBS.index(op)) for p in range(n)]
+    inputs = [data(dtype, s_n, p, 10 + VERBS.index(op)) for p in range(n)]
     x, out = cuda.to_device(inputs[rank]), cuda.to_device(np.zeros(r_n, dtype))
     kw = {} if algo is None or op == "send_recv" else {"algo": algo}
     wide = [a.astype(np.float64) for a in inputs]

@@ -91,6 +91,14 @@ def run_microbenchmark(tmp_path, ranks: int, op: str, *args: str) -> dict:
 
 
 @pytest.mark.mpi
+def test_a_sweep_row_holds_the_median_and_the_spread_of_its_runs(tmp_path):
+    rows = run_microbenchmark(tmp_path, 2, "all_reduce", "-b", "1K", "-e", "1K", "--iters", "1", "--reps", "3",
+                              "--check")["rows"]
+    assert len(rows) == 1 and rows[0]["wrong"] == 0
+    assert 0 < rows[0]["us_fastest"] <= rows[0]["us"] <= rows[0]["us_slowest"]
+
+
+@pytest.mark.mpi
 def test_host_benchmark_reports_every_collective_against_a_reference_op(tmp_path):
     rows = run_microbenchmark(tmp_path, 2, "host", "--calls", "2", "--reps", "1")["rows"]
     for c in ("all_reduce", "all_gather", "reduce_scatter", "all_to_all", "broadcast"):

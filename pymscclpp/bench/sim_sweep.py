@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .timing import time_host
+from .timing import host_samples
 from .verb_cases import VERBS, make_sim_verb_case
 
 _REDUCE = {"sum": np.sum, "min": np.min, "max": np.max}
@@ -70,7 +70,7 @@ def run_sim_sweep(args) -> list[dict] | None:
     from mpi4py import MPI
 
     from .. import Communicator
-    from .sweep import HEADER, print_row, result_row, served_by
+    from .sweep import HEADER, print_row, result_row, served_by, slowest_rank
     world = MPI.COMM_WORLD
     comm = Communicator.from_mpi(world)
     dtype = _np_dtype(args.dtype)
@@ -90,9 +90,9 @@ def run_sim_sweep(args) -> list[dict] | None:
         def calls(call=call):
             for _ in range(args.iters):
                 call()
-        us = time_host(calls, args.reps, world.Barrier) / args.iters
+        samples = [t / args.iters for t in host_samples(calls, args.reps, world.Barrier)]
         comm.check_device_errors()
-        row = result_row(args, count * dtype.itemsize, count, us, float("nan"), wrong, bus,
+        row = result_row(args, count * dtype.itemsize, count, slowest_rank(world, samples), float("nan"), wrong, bus,
                          served_by(comm, args.op))
         rows.append(row)
         if comm.rank == 0:

@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import os
+import statistics
 
 from .cases import make_case
-from .timing import capture, time_eager, time_graph
+from .timing import capture, eager_samples, graph_samples, time_eager, time_graph
 
 _TORCH_DTYPES = {"bfloat16": "bfloat16", "float16": "float16", "float32": "float32", "int32": "int32",
                  "uint8": "uint8"}
@@ -75,13 +76,22 @@ def served_by(comm, op: str) -> str:
     return f"{text}, {read} of {len(modes)} peers read zero-copy" if modes else text
 
 
-def result_row(args, nbytes: int, count: int, t_ours: float, t_ref: float, wrong: int, bus_factor: float,
-               served: str) -> dict:
-    """One size's results: times in microseconds, bandwidths in GB/s; ``served``: ``served_by``'s answer."""
+def slowest_rank(world, samples: list[float]) -> tuple[float, float, float]:
+    """(median, fastest, slowest) of a size's runs ``samples`` (microseconds per call), each the slowest rank's: a
+    collective ends when its last rank does, and the spread tells a few stalled runs from every call slow."""
+    return tuple(world.allreduce(v, op=_max()) for v in (statistics.median(samples), min(samples), max(samples)))
+
+
+def result_row(args, nbytes: int, count: int, times: tuple[float, float, float], t_ref: float, wrong: int,
+               bus_factor: float, served: str) -> dict:
+    """One size's results: times in microseconds (``times``: ``slowest_rank``'s), bandwidths in GB/s; ``served``:
+    ``served_by``'s answer."""
+    t_ours, fastest, slowest = times
     return {"op": args.op, "served": served, "bytes": nbytes, "count": count, "dtype": args.dtype, "redop": args.redop,
-            "us": t_ours, "algbw": nbytes / t_ours / 1e3, "busbw": nbytes / t_ours / 1e3 * bus_factor,
-            "wrong": wrong, "nccl_us": t_ref, "nccl_algbw": nbytes / t_ref / 1e3,
-            "nccl_busbw": nbytes / t_ref / 1e3 * bus_factor, "speedup": t_ref / t_ours, "reference": args.compare}
+            "us": t_ours, "us_fastest": fastest, "us_slowest": slowest, "algbw": nbytes / t_ours / 1e3,
+            "busbw": nbytes / t_ours / 1e3 * bus_factor, "wrong": wrong, "nccl_us": t_ref,
+            "nccl_algbw": nbytes / t_ref / 1e3, "nccl_busbw": nbytes / t_ref / 1e3 * bus_factor,
+            "speedup": t_ref / t_ours, "reference": args.compare}
 
 
 def print_row(row: dict, checked: bool) -> None:
@@ -128,20 +138,20 @@ def run_sweep(args) -> list[dict] | None:
             wrong = world.allreduce(int((case.outputs[0] != want).sum().item()))
         barrier = world.Barrier
         if args.graph:
-            t_ours = time_graph(capture(case.ours, args.iters), args.iters, args.reps, barrier)
+            samples = graph_samples(capture(case.ours, args.iters), args.iters, args.reps, barrier)
             t_ref = time_graph(capture(reference, args.iters), args.iters, args.reps, barrier) \
                 if reference is not None else float("nan")
         else:
             if args.profile:
                 _profile(case.ours, comm.rank, world)
-            t_ours = time_eager(case.ours, args.iters, args.reps, barrier)
+            samples = eager_samples(case.ours, args.iters, args.reps, barrier)
             t_ref = time_eager(reference, args.iters, args.reps, barrier) if reference is not None else float("nan")
-        # the slowest rank's times: a collective ends when its last rank does
-        t_ours, t_ref = world.allreduce(t_ours, op=_max()), world.allreduce(t_ref, op=_max())
+        t_ref = world.allreduce(t_ref, op=_max())  # the slowest rank's: a collective ends when its last rank does
         comm.check_device_errors()
         for buf in registered:
             comm.deregister_buffer(buf)
-        row = result_row(args, nbytes, case.count, t_ours, t_ref, wrong, case.bus_factor, served_by(comm, args.op))
+        row = result_row(args, nbytes, case.count, slowest_rank(world, samples), t_ref, wrong, case.bus_factor,
+                         served_by(comm, args.op))
         rows.append(row)
         if comm.rank == 0:
             print_row(row, args.check)

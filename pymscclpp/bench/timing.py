@@ -8,19 +8,25 @@ import time
 from typing import Callable
 
 
-def time_host(fn: Callable[[], None], reps: int, barrier: Callable[[], None]) -> float:
-    """Median microseconds of ``fn()`` by the host clock over ``reps`` runs, ranks started together each time."""
+def host_samples(fn: Callable[[], None], reps: int, barrier: Callable[[], None]) -> list[float]:
+    """Microseconds of ``fn()`` by the host clock, one sample per run of ``reps``, ranks started together each
+    time."""
     samples = []
     for _ in range(reps):
         barrier()
         start = time.perf_counter()
         fn()
         samples.append((time.perf_counter() - start) * 1e6)
-    return statistics.median(samples)
+    return samples
 
 
-def time_eager(fn: Callable[[], None], iters: int, reps: int, barrier: Callable[[], None]) -> float:
-    """Median microseconds per call of ``fn`` launched ``iters`` times back to back, over ``reps`` runs."""
+def time_host(fn: Callable[[], None], reps: int, barrier: Callable[[], None]) -> float:
+    """Median microseconds of ``fn()`` by the host clock over ``reps`` runs, ranks started together each time."""
+    return statistics.median(host_samples(fn, reps, barrier))
+
+
+def eager_samples(fn: Callable[[], None], iters: int, reps: int, barrier: Callable[[], None]) -> list[float]:
+    """Microseconds per call of ``fn`` launched ``iters`` times back to back, one sample per run of ``reps``."""
     import torch
     start, stop = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
     samples = []
@@ -33,7 +39,12 @@ def time_eager(fn: Callable[[], None], iters: int, reps: int, barrier: Callable[
         stop.record()
         stop.synchronize()
         samples.append(start.elapsed_time(stop) * 1e3 / iters)
-    return statistics.median(samples)
+    return samples
+
+
+def time_eager(fn: Callable[[], None], iters: int, reps: int, barrier: Callable[[], None]) -> float:
+    """Median microseconds per call of ``fn`` launched ``iters`` times back to back, over ``reps`` runs."""
+    return statistics.median(eager_samples(fn, iters, reps, barrier))
 
 
 def capture(fn: Callable[[], None], iters: int):
@@ -50,6 +61,11 @@ def capture(fn: Callable[[], None], iters: int):
     return graph
 
 
+def graph_samples(graph, iters: int, reps: int, barrier: Callable[[], None]) -> list[float]:
+    """Microseconds per captured call of each of ``reps`` replays of a graph of ``iters`` calls."""
+    return [t / iters for t in eager_samples(graph.replay, 1, reps, barrier)]
+
+
 def time_graph(graph, iters: int, reps: int, barrier: Callable[[], None]) -> float:
     """Median microseconds per captured call over ``reps`` replays of a graph of ``iters`` calls."""
-    return time_eager(graph.replay, 1, reps, barrier) / iters
+    return statistics.median(graph_samples(graph, iters, reps, barrier))

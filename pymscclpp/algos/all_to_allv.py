@@ -6,17 +6,14 @@ registration (or every rank captures the call).
 from __future__ import annotations
 
 import numbers
-import struct
 
 from .. import config
 from ..errors import InvalidUsageError
 from ..runtime.buffers import BufferInfo, buffer_info, stream_handle
 from .exchange import descriptor, layout, zero_copy_code
-from .verb_calls import (call_buffer, captured_zero_copy, exchange_call, itemsize, launch_reading, one_host,
-                         overlap, run)
+from .verb_calls import (INT64, call_buffer, captured_zero_copy, exchange_call, itemsize, launch_reading,
+                         one_host, overlap, run)
 from .windows import Window, Windows
-
-_COUNT = struct.Struct("<q")
 
 
 def _counts(what: str, counts, info: BufferInfo, nranks: int) -> list[int]:
@@ -42,16 +39,16 @@ def _agreed_counts(comm, send_counts: list[int], recv_counts: list[int], dtype: 
     being captured) over the bootstrap and raise the same InvalidUsageError on every rank unless rank i sends rank
     j what j receives from i (and the dtypes agree); every rank's (dtype, send counts, receive counts, zero_copy)."""
     extra = tuple(zero_copy)
-    blob = dtype.encode().ljust(16, b"\0") + b"".join(_COUNT.pack(c) for c in send_counts + recv_counts + list(extra))
+    blob = dtype.encode().ljust(16, b"\0") + b"".join(INT64.pack(c) for c in send_counts + recv_counts + list(extra))
     rows = comm.bootstrap.all_gather(blob, timeout=comm.timeout_s, what="every rank's all_to_all counts")
     n = comm.size
     words = 2 * n + len(extra)
     table = []
     for peer, row in enumerate(rows):
-        if len(row) != 16 + words * _COUNT.size:
+        if len(row) != 16 + words * INT64.size:
             raise InvalidUsageError(f"all_to_all: rank {peer} sent {len(row)} bytes of counts, expected "
-                                    f"{16 + words * _COUNT.size}")
-        values = [_COUNT.unpack_from(row, 16 + i * _COUNT.size)[0] for i in range(words)]
+                                    f"{16 + words * INT64.size}")
+        values = [INT64.unpack_from(row, 16 + i * INT64.size)[0] for i in range(words)]
         table.append((row[:16].rstrip(b"\0").decode(errors="replace"), values[:n], values[n:2 * n],
                       tuple(values[2 * n:])))
     for i, (dt_i, send_i, _, _) in enumerate(table):

@@ -6,7 +6,6 @@ a staging buffer (and several receives unpacked from one) around it.
 from __future__ import annotations
 
 import contextlib
-import struct
 import weakref
 import zlib
 from typing import NamedTuple
@@ -17,10 +16,8 @@ from ..runtime.buffers import BufferInfo, buffer_info, stream_handle
 from ..runtime.memory import alloc
 from .algorithm import Call, CallBuffer, device_buffer
 from .exchange import descriptor, layout, zero_copy_code
-from .verb_calls import call_buffer, check_rank, copy, launch_reading, one_host, overlap
+from .verb_calls import INT64, call_buffer, check_rank, copy, launch_reading, one_host, overlap
 from .windows import Window, Windows
-
-_COUNT = struct.Struct("<q")
 
 
 class PeerOp(NamedTuple):
@@ -61,7 +58,7 @@ def _moved_by(ops: list[PeerOp]) -> tuple[int, str, int]:
     peer: the digest (11 bits, never 0 for ops) tells ``[7, 1500]`` from ``[1500, 7]``."""
     dtypes = {o.info.dtype for o in ops}
     dtype = "none" if not ops else dtypes.pop() if len(dtypes) == 1 else "mixed"
-    sizes = b"".join(_COUNT.pack(o.info.nbytes) for o in ops)
+    sizes = b"".join(INT64.pack(o.info.nbytes) for o in ops)
     return sum(o.info.nbytes for o in ops), dtype, (zlib.crc32(sizes) % 2047 + 1) if ops else 0
 
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import dataclasses
 import numbers
+import struct
 
 from .. import config
 from ..errors import InvalidUsageError
@@ -17,6 +18,8 @@ from ..runtime.fingerprint import DTYPES
 from .algorithm import Call, CallBuffer
 from .exchange import Exchange, layout
 from .windows import Window
+
+INT64 = struct.Struct("<q")  # the packed form of the sizes and counts the verbs digest and trade
 
 
 def check_rank(comm, what: str, name: str, value) -> int:

@@ -21,10 +21,9 @@ from ..errors import RegistrationError
 _log = get_logger("memory")
 _SHM_DIR = "/dev/shm"
 _lock = threading.Lock()
-_live: dict[int, weakref.ref] = {}  # base address -> segment
-# bases of released segments, dropped from ``_live`` under the lock by the next registry call: a segment's
+# base address -> segment; closed and collected ones are pruned by the next segment's registration: a segment's
 # finalizer may run inside a locked section of its own thread (a garbage collection there), so it takes no lock
-_released: list[int] = []
+_live: dict[int, weakref.ref] = {}
 
 
 class Segment:
@@ -55,9 +54,9 @@ class Segment:
         self.array = np.frombuffer(self._map, dtype=np.uint8, count=nbytes)
         self.base = self.array.ctypes.data
         with _lock:
-            _drop_released()
+            _prune()
             _live[self.base] = weakref.ref(self)
-        self._finalizer = weakref.finalize(self, _release, self.base, path if create else None)
+        self._finalizer = weakref.finalize(self, _release, path if create else None)
 
     def close(self) -> None:
         """Forget the mapping (it stays valid while arrays still view it) and unlink if we created it."""
@@ -69,17 +68,15 @@ def release_all() -> None:
     """Close every segment this process still maps, unlinking the ones it created: what the interpreter's exit does,
     for a process that ends without it (a forked process ends in ``os._exit``)."""
     with _lock:
-        _drop_released()
         segments = [ref() for ref in _live.values()]
     for segment in segments:
         if segment is not None:
             segment.close()
 
 
-def _release(base: int, path: str | None) -> None:
-    """A segment's finalizer: its base left for ``_drop_released`` (no lock: see ``_released``), its file
-    unlinked if this process created it."""
-    _released.append(base)
+def _release(path: str | None) -> None:
+    """A segment's finalizer: its file unlinked if this process created it (no lock: see ``_live``; the registry
+    prunes its entry later)."""
     if path is not None:
         try:
             os.unlink(path)
@@ -87,13 +84,10 @@ def _release(base: int, path: str | None) -> None:
             pass
 
 
-def _drop_released() -> None:
-    """Under ``_lock``: forget the released segments' bases, unless a new segment maps the same base now."""
-    while _released:
-        base = _released.pop()
-        seg = _live[base]() if base in _live else None
-        if base in _live and (seg is None or seg.closed):
-            del _live[base]
+def _prune() -> None:
+    """Under ``_lock``: forget the segments that were closed or collected."""
+    for base in [b for b, ref in _live.items() if (seg := ref()) is None or seg.closed]:
+        del _live[base]
 
 
 def create(nbytes: int, prefix: str = "pymscclpp") -> Segment:
@@ -111,7 +105,6 @@ def attach(name: str, nbytes: int) -> Segment:
 def find(address: int, nbytes: int) -> tuple[Segment, int] | None:
     """The live segment holding ``[address, address + nbytes)`` and the offset in it, if any."""
     with _lock:
-        _drop_released()
         for base, ref in _live.items():
             seg = ref()
             if seg is not None and not seg.closed and base <= address and address + nbytes <= base + seg.nbytes:

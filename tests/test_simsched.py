@@ -1,9 +1,11 @@
-"""The simulator's block barrier (``runtime.simsched``): syncthreads orders a block's threads, threads that returned
-count as arrived, the block reductions see every thread, and a thread's exception ends the launch without a hang."""
+"""The simulator's block barrier and shared arrays (``runtime.simsched``): syncthreads orders a block's threads,
+threads that returned count as arrived, the block reductions see every thread, a thread's exception ends the launch
+without a hang, and a block's threads share one array per ``cuda.shared.array`` call site."""
 
 from __future__ import annotations
 
 import threading
+import time
 
 import numpy as np
 import pytest
@@ -89,3 +91,22 @@ def test_a_thread_that_raises_ends_the_launch_and_the_next_launch_runs():
         if t is not threading.current_thread() and type(t).__name__ == "BlockThread":
             t.join(timeout=10)
     assert threading.active_count() <= before
+
+
+def test_every_thread_of_a_block_gets_the_same_shared_array_even_when_they_create_it_at_once(monkeypatch):
+    # numpy.empty made slow: without one locked lookup-and-create, every thread finds no array and makes its own
+    from numba.cuda.simulator.kernelapi import FakeCUDAShared
+    shared, real, start, got = FakeCUDAShared(0), np.empty, threading.Barrier(8), []
+    monkeypatch.setattr(np, "empty", lambda *args, **kwargs: (time.sleep(0.05), real(*args, **kwargs))[1])
+
+    def thread():
+        start.wait()
+        got.append(shared.array(16, np.int64))
+
+    threads = [threading.Thread(target=thread) for _ in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert len(got) == 8 and all(a is got[0] for a in got)
+    assert shared.array(16, np.int32) is not got[0]  # another call site: another array

@@ -8,13 +8,14 @@ fingerprints (``callcheck.device``).
 
 from __future__ import annotations
 
+import numpy as np
 from numba import cuda
 
-from ..callcheck.device import begin_call, calls_agree, zero_copy_calls_agree
+from ..callcheck.device import begin_call, calls_agree, judge_peer, settle, zero_copy_calls_agree
 from ..channels import memory_channel as mc
 from ..channels import primitives as prim
 from ..channels import reduce as red
-from ..channels.device_errors import OP_PACKET
+from ..channels.device_errors import OP_CALLCHECK, OP_PACKET, QUIET
 from ..channels.peers import peer_after, peer_rank
 from ..channels.ptx import address_of
 from .protocols import PACKET, SIMPLE, scale
@@ -182,15 +183,61 @@ def receive(proto, dst, dst_off, scratch, off, n, tid, nthreads, flag, ch):
 
 
 @cuda.jit(device=True)
-def receive_reduce(proto, out, at, inp, own_off, rank, scratch, base, slot_bytes, nranks, n, tid, nt, flag, kind, op,
-                   chans):
-    """``out[at:]`` = every rank's slot reduced in rank order, in one pass: ours from ``inp[own_off:]``, slot r
-    from our scratch at ``base + r * slot_bytes`` (packets waited for; simple after the round's signals)."""
+def agree_and_receive_reduce(proto, call_check, fingerprint, seq, chans, out, at, inp, own_off, rank, scratch, base,
+                             slot_bytes, nranks, n, tid, nt, flag, kind, op):
+    """``out[at:]`` = every rank's slot reduced in rank order, in one pass, once the ranks' calls agree: ours from
+    ``inp[own_off:]``, slot r from our scratch at ``base + r * slot_bytes``. Packets: ``receive_reduce_packets``;
+    simple rounds, checked before sending, after the round's signals."""
     if proto == PACKET:
-        red.reduce_packets_ll16(out, at, inp, own_off, rank, scratch, base, slot_bytes, nranks, n, tid, nt, flag,
-                                kind, op, chans[0], OP_PACKET)
-    else:
-        red.reduce_slots(out, at, inp, own_off, rank, scratch, base, slot_bytes, nranks, n, tid, nt, kind, op, chans)
+        receive_reduce_packets(call_check, fingerprint, seq, chans, out, at, inp, own_off, rank, scratch, base,
+                               slot_bytes, nranks, n, tid, nt, flag, kind, op)
+    elif agreed_before_receiving(proto, call_check, fingerprint, seq, rank, nranks):
+        sync_round(proto, chans, nranks)
+        if n > 0:
+            red.reduce_slots(out, at, inp, own_off, rank, scratch, base, slot_bytes, nranks, n, tid, nt, kind, op,
+                             chans)
+
+
+# a block that awaits at most this many packets from all its peers together waits for its first ones while its
+# call is judged; one that awaits more, after the verdict: at 8 ranks on one GPU, 128 packets a block spinning
+# before it (16 KB) slowed every rank 3-8x (docs/performance.md)
+OVERLAP_PACKETS = 256
+
+
+@cuda.jit(device=True)
+def receive_reduce_packets(call_check, fingerprint, seq, chans, out, at, inp, own_off, rank, scratch, base,
+                           slot_bytes, nranks, n, tid, nt, flag, kind, op):
+    """The packet path of ``agree_and_receive_reduce``: the block's last threads judge the peers' fingerprints
+    (``judge_peer``) while, in a block of at most ``OVERLAP_PACKETS`` packets from its peers, each thread waits for
+    and reduces (holds) its first packet, quietly (a mismatch or a judge's timeout ends the wait and is the one
+    reported; else the block reports a failed one); nothing is written until the block has settled that every call
+    agrees, then packet after packet as they come."""
+    npkt = (n + prim.LL16_DATA - 1) // prim.LL16_DATA if n > 0 else 0
+    overlap = npkt * (nranks - 1) <= OVERLAP_PACKETS
+    judge = nt - 1 - tid
+    bad = judge_peer(call_check, fingerprint, 0, seq, rank, nranks, OP_CALLCHECK, judge) \
+        if fingerprint != 0 and judge < nranks - 1 else 0
+    a0, a1 = np.uint32(0), np.uint32(0)
+    i = tid
+    first = True
+    while True:
+        failed = -1
+        if i < npkt and bad == 0 and (overlap or not first):
+            a0, a1, failed = red.reduce_packet_ll16(i, inp, own_off, rank, scratch, base, slot_bytes, nranks, n, flag,
+                                                    kind, op, chans[0], OP_PACKET + (QUIET if first else 0))
+        if first:
+            first = False
+            if not settle(call_check, fingerprint, seq, 0 if bad == 0 and failed < 0 else 1):
+                if failed >= 0:  # unless a judge's wait is reported (every thread has passed the settle)
+                    prim.report_packet_ll16(scratch, base + failed * slot_bytes + i * prim.LL16_BYTES, flag,
+                                            chans[0], failed, OP_PACKET)
+                return
+            if not overlap:
+                continue  # its first packet, now that the calls agree
+        if i >= npkt or failed >= 0:
+            return
+        red.put_packet_result(out, at, i, a0, a1, n)
+        i += nt
 
 
 @cuda.jit(device=True)

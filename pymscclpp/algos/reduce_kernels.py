@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from numba import cuda
 
-from .blocks import agreed_before_receiving, begin_and_send, end_round, open_call, receive_reduce, sync_round
+from .blocks import agree_and_receive_reduce, begin_and_send, end_round, open_call
 from .protocols import PACKET, SIMPLE_LIMITS, SIMPLE, rounds, scale
 
 
@@ -27,11 +27,9 @@ def reduce(proto, chans, call_check, fingerprint, inp, out, scratch, flags, nbyt
     for rd in range(rounds(proto, nbytes, slot_bytes)):
         half, lo, n, at = begin_and_send(proto, chans, flag, inp, nbytes, slot_bytes, rd, rank, nranks,
                                                send_stride, tid, nt)
-        if agreed_before_receiving(proto, call_check, fingerprint, seq, rank, nranks):
-            sync_round(proto, chans, nranks)
-            if n > 0:
-                receive_reduce(proto, out, at, inp, rank * send_stride + at, rank, scratch, half + scratch_scale * lo,
-                                slot_bytes, nranks, n, tid, nt, flag, kind, op, chans)
+        agree_and_receive_reduce(proto, call_check, fingerprint, seq, chans, out, at, inp, rank * send_stride + at,
+                                 rank, scratch, half + scratch_scale * lo, slot_bytes, nranks, n, tid, nt, flag, kind,
+                                 op)
         flag = end_round(flags, flag)
 
 

@@ -84,29 +84,44 @@ def zero_copy_calls_agree(call_check, fingerprint, tag, rank, nranks):
 @cuda.jit(device=True)
 def compare_calls(call_check, fingerprint, tag, seq, rank, nranks, op):
     """True on every thread of the block when every peer's call (sequence number ``seq``, from ``post_call``) has
-    our ``fingerprint`` (or the check is off) and, ``tag`` nonzero, our windows tag (a peer whose fingerprint
-    agrees made the same zero-copy call, so it posted one): thread j waits for peer j's packets; a disagreement
-    is recorded (MISMATCH, ``op`` saying which kernel found it; OP_WINDOWS for the tags), as is a failed wait.
-    Then the block stores ``seq`` for the next launch, whatever its grid (block b: words b, b + grid, ..., a word
-    per thread)."""
+    our ``fingerprint`` (or the check is off) and, ``tag`` nonzero, our windows tag: thread j judges peer j
+    (``judge_peer``), then the block ``settle``s."""
     if fingerprint == 0:
         return True
     tid = cuda.threadIdx.x
-    bad = 0
-    if tid < nranks - 1:
-        p = peer_rank(tid, rank)
-        at = slot_of(seq, p, nranks)
-        theirs, got = _read_word(call_check, at, seq, p, op)
-        if got and theirs != fingerprint:
-            record_mismatch(call_check.err, op, rank, p, seq, fingerprint, theirs)
+    bad = judge_peer(call_check, fingerprint, tag, seq, rank, nranks, op, tid) if tid < nranks - 1 else 0
+    return settle(call_check, fingerprint, seq, bad)
+
+
+@cuda.jit(device=True)
+def judge_peer(call_check, fingerprint, tag, seq, rank, nranks, op, j):
+    """1 unless the j-th peer's call ``seq`` has our ``fingerprint`` (a peer whose fingerprint agrees made the same
+    zero-copy call, so it posted one) and, ``tag`` nonzero, our windows tag: waits for its packets; a
+    disagreement is recorded (MISMATCH, ``op`` saying which kernel found it; OP_WINDOWS for the tags), as is a
+    failed wait, so the block's other waits end too (``device_errors.aborted``)."""
+    p = peer_rank(j, rank)
+    at = slot_of(seq, p, nranks)
+    theirs, got = _read_word(call_check, at, seq, p, op)
+    if got and theirs != fingerprint:
+        record_mismatch(call_check.err, op, rank, p, seq, fingerprint, theirs)
+        got = False
+    elif got and tag != 0:
+        theirs, got = _read_word(call_check, at + prim.LL16_BYTES, seq, p, op)
+        if got and theirs != tag:
+            record_mismatch(call_check.err, OP_WINDOWS, rank, p, seq, tag, theirs)
             got = False
-        elif got and tag != 0:
-            theirs, got = _read_word(call_check, at + prim.LL16_BYTES, seq, p, op)
-            if got and theirs != tag:
-                record_mismatch(call_check.err, OP_WINDOWS, rank, p, seq, tag, theirs)
-                got = False
-        bad = 0 if got else 1
+    return 0 if got else 1
+
+
+@cuda.jit(device=True)
+def settle(call_check, fingerprint, seq, bad):
+    """True on every thread of the block when none of its threads found its call ``bad``; then the block stores
+    ``seq`` for the next launch, whatever its grid (block b: words b, b + grid, ..., a word per thread). With the
+    check off (``fingerprint`` 0) only the block's verdict."""
     bad = cuda.syncthreads_or(bad)  # every thread of the block has read its sequence word
+    if fingerprint == 0:
+        return bad == 0
+    tid = cuda.threadIdx.x
     k = cuda.blockIdx.x + tid * cuda.gridDim.x
     while k < call_check.counts.size:
         call_check.counts[k] = seq

@@ -11,7 +11,7 @@ from numba import cuda
 from ..runtime.device_errors import (ABORT_CHECK_EVERY, ABORTED, MISMATCH, OP_CALLCHECK, OP_FIFO_PUSH,  # noqa: F401
                                      OP_FLUSH, OP_PACKET, OP_PAIR_RECV, OP_PAIR_SEND, OP_PAIR_WAIT, OP_PRECHECK,
                                      OP_PROXY_ABORT, OP_READ_DONE, OP_READ_PACKET, OP_RECV_DATA, OP_SEND_CREDIT,
-                                     OP_WAIT, OP_WINDOWS, TIMED_OUT)
+                                     OP_WAIT, OP_WINDOWS, QUIET, TIMED_OUT)
 from .ptx import fence_sys, load_relaxed
 
 

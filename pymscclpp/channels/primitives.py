@@ -18,7 +18,7 @@ from numba import cuda
 
 from .ptx import (address_of, load_u32, load_v2, load_v2_volatile, load_v4, load_v4_volatile, store_u32,
                   store_v2, store_v2_volatile, store_v4, store_v4_volatile)
-from .spin import spin_until
+from .spin import report_quiet, spin_until
 
 LL16_BYTES = 16  # bytes of one LL16 packet
 LL16_DATA = 8    # data bytes it carries
@@ -215,6 +215,14 @@ def read_packet_ll16_from(pkt, byte_off, flag, ctx, peer, op):
     """``read_packet_ll16`` naming ``peer`` as the sender in a recorded error (one context serves many peers)."""
     ok, data = spin_until(_ll16_arrived, pkt, byte_off, flag, ctx, peer, ctx.channel, op, op)
     return data[0], data[1], ok
+
+
+@cuda.jit(device=True)
+def report_packet_ll16(pkt, byte_off, flag, ctx, peer, op):
+    """``spin.report_quiet`` for a quiet wait for the LL16 packet at ``byte_off`` (``op``: its code without
+    ``QUIET``), with the flag the packet holds now."""
+    _, seen, _ = _ll16_arrived(pkt, byte_off, flag)
+    report_quiet(ctx, op, peer, ctx.channel, flag, seen)
 
 
 @cuda.jit(device=True)

@@ -177,35 +177,53 @@ def reduce_bytes(dst, dst_off, a, a_off, b, b_off, nbytes, tid, nthreads, kind, 
 
 
 @cuda.jit(device=True)
+def reduce_packet_ll16(i, local, local_off, local_slot, pkt, pkt_off, slot_stride, nslots, nbytes, flag, kind, op, ctx,
+                       op_code):
+    """The two result words of LL16 packet ``i`` of ``reduce_packets_ll16``, held (nothing written), and -1; on
+    timeout the slot whose packet did not come (an error recorded unless ``op_code`` is quiet)."""
+    off = i * LL16_DATA
+    rem = nbytes - off
+    a0 = np.uint32(0)
+    a1 = np.uint32(0)
+    for s in range(nslots):
+        if s == local_slot:
+            x0 = data_word(local, local_off + off, rem)
+            x1 = data_word(local, local_off + off + 4, rem - 4)
+        else:
+            x0, x1, ok = read_packet_ll16_from(pkt, pkt_off + s * slot_stride + i * LL16_BYTES, flag, ctx, s, op_code)
+            if not ok:
+                return a0, a1, s
+        if s == 0:
+            a0 = x0
+            a1 = x1
+        else:
+            a0 = combine_word(a0, x0, kind, op)
+            a1 = combine_word(a1, x1, kind, op)
+    return finish_word(a0, kind, op, nslots), finish_word(a1, kind, op, nslots), -1
+
+
+@cuda.jit(device=True)
+def put_packet_result(dst, dst_off, i, a0, a1, nbytes):
+    """Write ``reduce_packet_ll16``'s two words of packet ``i`` to ``dst[dst_off:]``."""
+    off = i * LL16_DATA
+    put_word(dst, dst_off + off, a0, nbytes - off)
+    put_word(dst, dst_off + off + 4, a1, nbytes - off - 4)
+
+
+@cuda.jit(device=True)
 def reduce_packets_ll16(dst, dst_off, local, local_off, local_slot, pkt, pkt_off, slot_stride, nslots, nbytes,
                         tid, nthreads, flag, kind, op, ctx, op_code):
     """Reduce ``nslots`` sources in slot order into ``dst``: slot ``local_slot`` from ``local``, every other
     slot s from the LL16 packets at ``pkt[pkt_off + s * slot_stride:]`` (waited for; an error is recorded in
-    ``ctx`` naming rank s). False on timeout."""
+    ``ctx`` naming rank s), packets ``tid``, ``tid + nthreads``, ... False on timeout."""
     npkt = (nbytes + LL16_DATA - 1) // LL16_DATA
     i = tid
     while i < npkt:
-        off = i * LL16_DATA
-        rem = nbytes - off
-        a0 = np.uint32(0)
-        a1 = np.uint32(0)
-        for s in range(nslots):
-            if s == local_slot:
-                x0 = data_word(local, local_off + off, rem)
-                x1 = data_word(local, local_off + off + 4, rem - 4)
-            else:
-                x0, x1, ok = read_packet_ll16_from(pkt, pkt_off + s * slot_stride + i * LL16_BYTES, flag, ctx, s,
-                                                   op_code)
-                if not ok:
-                    return False
-            if s == 0:
-                a0 = x0
-                a1 = x1
-            else:
-                a0 = combine_word(a0, x0, kind, op)
-                a1 = combine_word(a1, x1, kind, op)
-        put_word(dst, dst_off + off, finish_word(a0, kind, op, nslots), rem)
-        put_word(dst, dst_off + off + 4, finish_word(a1, kind, op, nslots), rem - 4)
+        a0, a1, failed = reduce_packet_ll16(i, local, local_off, local_slot, pkt, pkt_off, slot_stride, nslots,
+                                            nbytes, flag, kind, op, ctx, op_code)
+        if failed >= 0:
+            return False
+        put_packet_result(dst, dst_off, i, a0, a1, nbytes)
         i += nthreads
     return True
 

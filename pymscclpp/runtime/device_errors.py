@@ -43,6 +43,7 @@ OP_CALLCHECK, OP_PRECHECK = 7, 8
 OP_PAIR_SEND, OP_PAIR_RECV, OP_PAIR_WAIT, OP_SEND_CREDIT, OP_RECV_DATA, OP_READ_DONE = 9, 10, 11, 12, 13, 14
 OP_WINDOWS = 15
 TIMED_OUT, ABORTED, MISMATCH = 1, 2, 3
+QUIET = 1 << 16  # added to a wait's op code: it gives up as it would but records nothing (its block reports for it)
 # waits on this rank's own memory, recorded with these channel codes (executor/device.py): where they waited
 LOCAL_WAITS = {-2: " in the executor's barrier of one thread block's threads",
                -3: " in the executor's barrier of a plan's thread blocks",

@@ -13,8 +13,10 @@ import numpy as np
 from numba import cuda
 
 import pymscclpp.channels.memory_channel as mc
+import pymscclpp.channels.primitives as prim
 from pymscclpp import Communicator
 from pymscclpp.errors import CommTimeoutError, PymscclppError
+from pymscclpp.runtime.device_errors import OP_PACKET, QUIET
 from pymscclpp.runtime.bootstrap import TcpBootstrap, UniqueId, get_unique_id
 from pymscclpp.runtime.memory import alloc
 
@@ -87,6 +89,36 @@ def _packet_wait_kernel(ch, pkt_off, nbytes, flag, ok):
     got = mc.unpack_packets(ch, 0, pkt_off, nbytes, cuda.threadIdx.x, cuda.blockDim.x, flag)
     if not got:
         ok[0] = 0
+
+
+@cuda.jit
+def _quiet_packet_wait_kernel(ch, pkt_off, flag, ok, report):
+    """Thread 0 waits quietly for the LL16 packet at ``pkt_off``; with ``report``, then reports for it."""
+    if cuda.threadIdx.x == 0:
+        _, _, got = prim.read_packet_ll16(ch.pkt, pkt_off, flag, ch, OP_PACKET + QUIET)
+        ok[0] = 1 if got else 0
+        if not got and report:
+            prim.report_packet_ll16(ch.pkt, pkt_off, flag, ch, ch.peer, OP_PACKET)
+
+
+def quiet_packet_wait(comm, state, report: bool):
+    """A quiet packet wait nobody satisfies gives up at the budget recording nothing; reported after it (the
+    block's report for it), the error names the packet wait, the peer and the flag."""
+    comm2 = _new_comm(comm)
+    try:
+        s = _channel(comm2, {})
+        _sync(comm2)
+        out = dict(ok=None, text=None, elapsed=None, channel=s["ch"].semaphore.id)
+        if comm2.rank == 0:
+            ok = cuda.to_device(np.ones(1, np.int32))
+            start = time.monotonic()
+            _quiet_packet_wait_kernel[1, 1](s["ch"].device_handle(), ARENA // 2, 777, ok, report)
+            cuda.synchronize()
+            out.update(ok=int(ok.copy_to_host()[0]), text=_error_text(comm2), elapsed=time.monotonic() - start)
+        _sync(comm2)
+        return out
+    finally:
+        comm2.close()
 
 
 def _lonely_wait(comm, s, waiter: int, kind: str, signal_after: float | None = None) -> dict:

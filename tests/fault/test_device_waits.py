@@ -39,6 +39,17 @@ def test_packet_wait_nobody_sends_ends_at_env_budget_naming_the_packet_wait():
     assert out["unchanged"], "a timed-out packet wait must not write stale packet data to its output"
 
 
+@pytest.mark.parametrize("report", [False, True])
+def test_a_quiet_packet_wait_records_nothing_until_its_block_reports_it_naming_peer_and_flag(report):
+    out = pool(PYMSCCLPP_TIMEOUT_S=str(BUDGET)).run(cases.quiet_packet_wait, report=report)[0]
+    assert out["ok"] == 0 and BUDGET * 0.9 <= out["elapsed"] < BUDGET + SLACK, out
+    if not report:
+        assert out["text"] is None, out["text"]
+    else:
+        text = _named(out, 0, 1, "packet wait (unpack_packets)")
+        assert "expected peer 1's packets of this call (flag 777)" in text, text
+
+
 def test_port_channel_flush_with_no_proxy_running_ends_at_budget_naming_flush():
     out = pool(PYMSCCLPP_TIMEOUT_S=str(BUDGET)).run(cases.port_flush_unsatisfied, timeout=60)[0]
     assert out["ok"] == 0

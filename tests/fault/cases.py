@@ -135,7 +135,8 @@ def _lonely_wait(comm, s, waiter: int, kind: str, signal_after: float | None = N
         else:
             _packet_wait_kernel[1, 4](s["ch"].device_handle(), ARENA // 2, 64, 12345, ok)
         cuda.synchronize()
-        out.update(elapsed=time.monotonic() - start, ok=int(ok.copy_to_host()[0]), text=_error_text(comm),
+        end = time.monotonic()
+        out.update(elapsed=end - start, ended=end, ok=int(ok.copy_to_host()[0]), text=_error_text(comm),
                    second=_error_text(comm), unchanged=bool((s["src"].copy_to_host() == before).all()))
     elif signal_after is not None:
         time.sleep(signal_after)
@@ -178,15 +179,30 @@ def per_communicator_budget(comm, state, timeout_s: float, kind: str = "semaphor
         comm2.close()
 
 
+def _abort_later(comm, after: float) -> list[float]:
+    """Abort ``comm``'s device waits ``after`` s from now, as the liveness monitor does when a peer dies; the list
+    it returns gets the monotonic time just before the abort."""
+    issued: list[float] = []
+
+    def fire():
+        issued.append(time.monotonic())
+        comm.abort_device_waits(1)
+
+    threading.Timer(after, fire).start()
+    return issued
+
+
 def wait_aborted_by_host(comm, state, kind: str, abort_after: float):
-    """A lonely wait on a second communicator whose host aborts its device waits after ``abort_after`` s, as
-    the liveness monitor does when a peer dies: it ends then, not at its budget."""
+    """A lonely wait on a second communicator whose host aborts its device waits after ``abort_after`` s: it ends
+    then, not at its budget (``after_abort``: seconds from the abort to the wait's end, None if it ended before)."""
     comm2 = _new_comm(comm)
     try:
         s = _channel(comm2, {})
+        issued = _abort_later(comm2, abort_after) if comm2.rank == 0 else []
+        out = _lonely_wait(comm2, s, 0, kind)
         if comm2.rank == 0:
-            threading.Timer(abort_after, comm2.abort_device_waits, args=(1,)).start()
-        return _lonely_wait(comm2, s, 0, kind)
+            out["after_abort"] = out["ended"] - issued[0] if issued else None
+        return out
     finally:
         comm2.close()
 
@@ -201,16 +217,17 @@ def executor_wait_aborted_by_host(comm, state, abort_after: float):
         executor = Executor(comm2)
         plan = ExecutionPlan.from_plan(PROGRAMS["allreduce_allpairs"](comm2.size))
         call = executor.prepare(plan, cuda.to_device(np.ones(64, np.float32)))
-        out = dict(text=None, elapsed=None)
+        out = dict(text=None, elapsed=None, after_abort=None)
         if comm2.rank == 0:
-            threading.Timer(abort_after, comm2.abort_device_waits, args=(1,)).start()
+            issued = _abort_later(comm2, abort_after)
             start = time.monotonic()
             try:
                 call.run()  # under the simulator, run() checks the device error area
                 out["text"] = _error_text(comm2)
             except CommTimeoutError as exc:
                 out["text"] = str(exc)
-            out["elapsed"] = time.monotonic() - start
+            end = time.monotonic()
+            out.update(elapsed=end - start, after_abort=end - issued[0] if issued else None)
         _sync(comm)
         executor.close()
         return out

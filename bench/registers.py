@@ -2,7 +2,7 @@
 then ``ptxas -v``.
 
 ``python bench/registers.py [--ranks 4] [--executor] [--ptxas PATH]`` prints ``<kernel> <registers> <spill stores>
-<code bytes>`` per kernel: the built-in entry kernels (``algos/entries.py``, for ``--ranks`` ranks, and reduce_ll
+<code bytes>`` per kernel, under the register cap its launches compile it with: the built-in entry kernels (``algos/entries.py``, for ``--ranks`` ranks, and reduce_ll
 for 2), the PortChannel kernels of the tests, and with ``--executor`` the generated executor kernels of
 ``tests/executor/compile_kernels.py``. Run it before and after a change to device code (waits, primitives) to see
 what it costs in registers and code (code that grows with the rank count is time: docs/performance.md).
@@ -47,15 +47,16 @@ def code_bytes(cubin: bytes) -> int:
     return sum(h[5] for h in headers if cubin[names + h[0]:cubin.index(b"\0", names + h[0])].startswith(b".text."))
 
 
-def registers(ptx: str, ptxas: str) -> tuple[int, int, int]:
+def registers(ptx: str, ptxas: str, max_registers: int | None = None) -> tuple[int, int, int]:
     """(registers, spill-store bytes, code bytes) of the one entry in ``ptx`` (its PTX ISA version lowered to
-    ptxas's 9.0)."""
+    ptxas's 9.0), under the kernel's register cap as its launches compile it (``max_registers``; None: none)."""
     ptx = re.sub(r"^\.version \d+\.\d+", ".version 9.0", ptx, count=1, flags=re.M)
     with tempfile.NamedTemporaryFile("w", suffix=".ptx", delete=False) as f:
         f.write(ptx)
     cubin = f.name + ".cubin"
     try:
-        out = subprocess.run([ptxas, "-arch=sm_90", "-v", f.name, "-o", cubin], capture_output=True,
+        cap = [f"-maxrregcount={max_registers}"] if max_registers else []
+        out = subprocess.run([ptxas, "-arch=sm_90", "-v", *cap, f.name, "-o", cubin], capture_output=True,
                              text=True, check=True).stderr
         code = code_bytes(Path(cubin).read_bytes())
     finally:
@@ -66,13 +67,13 @@ def registers(ptx: str, ptxas: str) -> tuple[int, int, int]:
 
 
 def kernels(executor: bool, nranks: int = 4):
-    """(name, kernel, signature) of every kernel measured (the entry kernels for ``nranks`` ranks)."""
+    """(name, kernel, signature, register cap) of every kernel measured (the entry kernels for ``nranks`` ranks)."""
     entries = {"reduce_ll_2ranks": entry_kernels(2)["reduce_ll"], **entry_kernels(nranks)}
     for name, (kernel, sig) in entries.items():
-        yield name, kernel.py_func, sig
+        yield name, kernel.py_func, sig, kernel.targetoptions.get("max_registers")
     import compile_port
     for name, (kernel, sig) in compile_port.KERNELS.items():
-        yield f"port_{name}", kernel.py_func, sig
+        yield f"port_{name}", kernel.py_func, sig, kernel.targetoptions.get("max_registers")
     if executor:
         yield from _executor_kernels()
 
@@ -96,7 +97,7 @@ def _executor_kernels():
         sig = tuple(ck.SEM if a.startswith("sem") else ck.PORT if a.startswith("pc") else types_of.get(a, ck.U8)
                     for a in spec.arg_names)
         label = f"exec_{name}{'_packet' if kwargs.get('protocol') == 'packet' else ''}{'_ports' if 'hosts' in kwargs else ''}"
-        yield f"{label}_{n}r", module.kernel.py_func, sig
+        yield f"{label}_{n}r", module.kernel.py_func, sig, module.kernel.targetoptions.get("max_registers")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -105,9 +106,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--executor", action="store_true", help="also the generated executor kernels")
     parser.add_argument("--ptxas", default="/usr/local/cuda/bin/ptxas")
     args = parser.parse_args(argv)
-    for name, func, sig in kernels(args.executor, args.ranks):
+    for name, func, sig, cap in kernels(args.executor, args.ranks):
         ptx, _ = cuda.compile_ptx(func, sig, cc=(9, 0))
-        regs, spills, code = registers(ptx, args.ptxas)
+        regs, spills, code = registers(ptx, args.ptxas, cap)
         print(f"{name} {regs} {spills} {code}", flush=True)
     return 0
 

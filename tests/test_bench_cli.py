@@ -110,8 +110,8 @@ def test_host_benchmark_reports_every_collective_against_a_reference_op(tmp_path
 def test_sync_benchmark_times_a_launch_meetings_on_several_grids_and_a_small_all_reduce_at_three_ranks(tmp_path):
     res = run_microbenchmark(tmp_path, 3, "sync", "--blocks", "1,3")
     assert res["ranks"] == 3 and "meet_1_blocks_us" not in res
-    for key in ("empty_us", "empty_with_channels_us", "meet_us", "meet_3_blocks_us", "all_reduce_1KB_us",
-                "meet_inside_kernel_us"):
+    for key in ("empty_us", "empty_with_channels_us", "meet_us", "meet_3_blocks_us", "meet_twice_us",
+                "meet_twice_3_blocks_us", "all_reduce_1KB_us", "meet_inside_kernel_us"):
         assert res[key] > 0, key
 
 

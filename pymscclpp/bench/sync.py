@@ -5,9 +5,10 @@ run, each as a CUDA graph of ``iters`` launches (median of ``reps`` replays, the
 (the launch alone), the same with every peer's channel handle as arguments (what passing them costs: their arrays
 travel as kernel parameters, kilobytes at 8 ranks), a kernel that meets every peer once (thread j signals peer j,
 then waits for peer j's signal), the same on each grid of ``--blocks`` (block b meets block b of every peer,
-as a collective's blocks do: what a meeting costs per block), a 1 KB bf16 all_reduce, and ``inner`` meetings
-inside one kernel (the meeting alone, no launch between). On the simulator the same kernels run eager,
-host-timed, at small counts: only that they finish means anything there.
+as a collective's blocks do: what a meeting costs per block), both with two meetings in a row (the floor of a call
+that meets twice, as a zero-copy one does: before it reads peers' bytes and after), a 1 KB bf16 all_reduce, and
+``inner`` meetings inside one kernel (the meeting alone, no launch between). On the simulator the same kernels
+run eager, host-timed, at small counts: only that they finish means anything there.
 """
 
 from __future__ import annotations
@@ -91,6 +92,8 @@ def main(argv=None) -> None:
                  "empty_with_channels": lambda: empty_with_channels_kernel[1, 32](chans, word),
                  "meet": lambda: meet_kernel[1, threads](chans, 1),
                  **{f"meet_{g}_blocks": lambda g=g: meet_kernel[g, threads](chans, 1) for g in grids},
+                 "meet_twice": lambda: meet_kernel[1, threads](chans, 2),
+                 **{f"meet_twice_{g}_blocks": lambda g=g: meet_kernel[g, threads](chans, 2) for g in grids},
                  "all_reduce_1KB": lambda: comm.all_reduce(x)}
         for name, fn in cases.items():
             fn()
@@ -107,6 +110,8 @@ def main(argv=None) -> None:
                  "empty_with_channels": on_torch_stream(empty_with_channels_kernel, chans, word),
                  "meet": on_torch_stream(meet_kernel, chans, 1),
                  **{f"meet_{g}_blocks": on_torch_stream(meet_kernel, chans, 1, blocks=g) for g in grids},
+                 "meet_twice": on_torch_stream(meet_kernel, chans, 2),
+                 **{f"meet_twice_{g}_blocks": on_torch_stream(meet_kernel, chans, 2, blocks=g) for g in grids},
                  "all_reduce_1KB": lambda: comm.all_reduce(x)}
         for name, fn in cases.items():
             for _ in range(3):

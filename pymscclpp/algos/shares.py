@@ -42,8 +42,8 @@ def end_to_end_share(total):
 
 # a call whose every range spans this many passes of the grid (``prim.VECTOR_PASS_BYTES`` per thread) copies each
 # range on the whole grid (``copy_share``): send/recv and all-to-all with counts 4-7% faster at 64 MB on 8 ranks
-# (docs/performance.md)
-WIDE_PASSES = 4
+# (docs/performance.md; measured with passes of 64 bytes a thread and 4 of them: the same bytes as 2 of 128)
+WIDE_PASSES = 2
 
 
 @cuda.jit(device=True)

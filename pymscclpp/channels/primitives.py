@@ -88,41 +88,33 @@ def copy_vectors(dst, dst_off, src, src_off, nvec, tid, nthreads):
     i = tid
     step = nthreads * 16
     while i + 7 * nthreads < nvec:
-        s0 = src_off + i * 16
-        d0 = dst_off + i * 16
-        a0, b0, c0, e0 = load_v4(src, s0)
-        a1, b1, c1, e1 = load_v4(src, s0 + step)
-        a2, b2, c2, e2 = load_v4(src, s0 + 2 * step)
-        a3, b3, c3, e3 = load_v4(src, s0 + 3 * step)
-        a4, b4, c4, e4 = load_v4(src, s0 + 4 * step)
-        a5, b5, c5, e5 = load_v4(src, s0 + 5 * step)
-        a6, b6, c6, e6 = load_v4(src, s0 + 6 * step)
-        a7, b7, c7, e7 = load_v4(src, s0 + 7 * step)
-        store_v4(dst, d0, a0, b0, c0, e0)
-        store_v4(dst, d0 + step, a1, b1, c1, e1)
-        store_v4(dst, d0 + 2 * step, a2, b2, c2, e2)
-        store_v4(dst, d0 + 3 * step, a3, b3, c3, e3)
-        store_v4(dst, d0 + 4 * step, a4, b4, c4, e4)
-        store_v4(dst, d0 + 5 * step, a5, b5, c5, e5)
-        store_v4(dst, d0 + 6 * step, a6, b6, c6, e6)
-        store_v4(dst, d0 + 7 * step, a7, b7, c7, e7)
+        s0, d0 = src_off + i * 16, dst_off + i * 16
+        first = _load_four(src, s0, step)
+        second = _load_four(src, s0 + 4 * step, step)  # all eight loads issued before the first store
+        _store_four(dst, d0, step, first)
+        _store_four(dst, d0 + 4 * step, step, second)
         i += 8 * nthreads
     if i + 3 * nthreads < nvec:  # four passes left, or five to seven: four of them together
-        s0 = src_off + i * 16
-        d0 = dst_off + i * 16
-        a0, b0, c0, e0 = load_v4(src, s0)
-        a1, b1, c1, e1 = load_v4(src, s0 + step)
-        a2, b2, c2, e2 = load_v4(src, s0 + 2 * step)
-        a3, b3, c3, e3 = load_v4(src, s0 + 3 * step)
-        store_v4(dst, d0, a0, b0, c0, e0)
-        store_v4(dst, d0 + step, a1, b1, c1, e1)
-        store_v4(dst, d0 + 2 * step, a2, b2, c2, e2)
-        store_v4(dst, d0 + 3 * step, a3, b3, c3, e3)
+        _store_four(dst, dst_off + i * 16, step, _load_four(src, src_off + i * 16, step))
         i += 4 * nthreads
     while i < nvec:
         a, b, c, d = load_v4(src, src_off + i * 16)
         store_v4(dst, dst_off + i * 16, a, b, c, d)
         i += nthreads
+
+
+@cuda.jit(device=True)
+def _load_four(src, at, step):
+    """The 16-byte vectors at ``src[at]``, ``src[at + step]``, ... (four), as four 4-tuples of words."""
+    return (load_v4(src, at), load_v4(src, at + step), load_v4(src, at + 2 * step), load_v4(src, at + 3 * step))
+
+
+@cuda.jit(device=True)
+def _store_four(dst, at, step, vectors):
+    """``_load_four``'s vectors stored at ``dst[at]``, ``dst[at + step]``, ..."""
+    for k in range(4):
+        a, b, c, d = vectors[k]
+        store_v4(dst, at + k * step, a, b, c, d)
 
 
 @cuda.jit(device=True)

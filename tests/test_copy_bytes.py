@@ -37,3 +37,12 @@ def test_copy_bytes_with_every_source_shift_against_an_aligned_destination():
     for src_off in range(16):  # shift 0 (vectors), 4, 8, 12 (whole words) and the byte shifts
         got, want = _copied(SHIFTED_MIN + 16 * 9 + 7, 0, src_off, 8, src_off)
         np.testing.assert_array_equal(got, want, err_msg=f"source offset {src_off}")
+
+
+def test_copy_bytes_with_every_count_of_vectors_a_thread_takes_through_its_eight_four_and_one_wide_passes():
+    threads = 4
+    for per_thread in range(1, 21):  # 1-3: one at a time; 4-7: four together; 8 on: eight, then the rest
+        for extra in (0, 16 * 3 + 5):  # whole passes of the block, or a few vectors and bytes more
+            nbytes = 16 * threads * per_thread + extra
+            got, want = _copied(nbytes, 0, 0, threads, per_thread)
+            np.testing.assert_array_equal(got, want, err_msg=f"{per_thread} vectors a thread, {extra} bytes more")

@@ -2,10 +2,11 @@
 then ``ptxas -v``.
 
 ``python bench/registers.py [--ranks 4] [--executor] [--ptxas PATH]`` prints ``<kernel> <registers> <spill stores>
-<code bytes>`` per kernel, under the register cap its launches compile it with: the built-in entry kernels (``algos/entries.py``, for ``--ranks`` ranks, and reduce_ll
-for 2), the PortChannel kernels of the tests, and with ``--executor`` the generated executor kernels of
-``tests/executor/compile_kernels.py``. Run it before and after a change to device code (waits, primitives) to see
-what it costs in registers and code (code that grows with the rank count is time: docs/performance.md).
+<code bytes>`` per kernel, under the register cap its launches compile it with: the built-in entry kernels
+(``algos/entries.py``, for ``--ranks`` ranks, and reduce_ll for 2), the PortChannel kernels of the tests, and with
+``--executor`` the generated executor kernels of ``tests/executor/compile_kernels.py``. Run it before and after a
+change to device code (waits, primitives) to see what it costs in registers and code (code that grows with the rank
+count is time: docs/performance.md).
 """
 
 from __future__ import annotations

@@ -121,7 +121,7 @@ def _store_four(dst, at, step, vectors):
 def copy_shifted(dst, dst_off, src, src_off, nvec, tid, nthreads):
     """``nvec`` 16-byte vectors to an aligned ``dst`` from a ``src`` that is not: five aligned 4-byte loads
     (the 4-byte word holding the first byte, and the four after it) shifted into each vector; four vectors (20
-    loads, as many bytes as ``copy_vectors``) in flight per thread."""
+    loads, half the bytes ``copy_vectors`` keeps) in flight per thread."""
     r = address_of(src, src_off) & _U3
     bits = r * np.uint64(8)
     base = src_off - np.int64(r)

@@ -83,10 +83,10 @@ def _count_tables(draw):
 
 @_PROPERTIES
 @given(counts=_count_tables(), dtype=st.sampled_from(["float32", "float16", "int32", "uint8"]),
-       seed=st.integers(0, 1000))
-def test_all_to_all_with_any_counts_on_two_to_eight_ranks_matches_numpy(counts, dtype, seed):
+       seed=st.integers(0, 1000), algo=st.sampled_from([None, "exchange"]))
+def test_all_to_all_with_any_counts_on_two_to_eight_ranks_matches_numpy(counts, dtype, seed, algo):
     assume(any(sum(row) for row in counts))  # no data at all returns before any launch
-    pool(len(counts)).run(vc.all_to_allv, counts=counts, dtype=dtype, seed=seed)
+    pool(len(counts)).run(vc.all_to_allv, counts=counts, dtype=dtype, seed=seed, algo=algo)
 
 
 @_PROPERTIES
@@ -178,8 +178,9 @@ def test_bad_collective_arguments_raise_before_any_launch(case, words):
     # five ranks: zero counts, one-lane and four-lane streams, rings wrapping around (1 KB rounds, 4 slots)
     (5, [[0, 1300, 0, 64, 7], [2100, 3, 0, 0, 900], [0, 0, 11, 1500, 0], [77, 0, 1200, 0, 1], [5, 260, 0, 3000, 2]]),
 ])
-def test_all_to_all_with_uneven_counts_matches_numpy(size, counts):
-    pool(size).run(vc.all_to_allv, counts=counts)
+@pytest.mark.parametrize("algo,kernel", [(None, "exchange_counts_ll"), ("exchange", "peer_exchange_simple")])
+def test_all_to_all_with_uneven_counts_matches_numpy_as_packets_and_through_the_exchange(size, counts, algo, kernel):
+    assert pool(size).run(vc.all_to_allv, counts=counts, algo=algo) == [kernel] * size
 
 
 def test_all_to_all_with_even_counts_equals_the_even_all_to_all():
@@ -315,7 +316,8 @@ def test_with_the_check_off_the_verbs_still_deliver():
     unchecked = RankPool(3, env={"PYMSCCLPP_TIMEOUT_S": "30", "PYMSCCLPP_CHECK": "0"})
     try:
         unchecked.run(vc.ring, count=3000)
-        unchecked.run(vc.all_to_allv, counts=[[5, 0, 1100], [7, 9, 0], [1, 1030, 4]])
+        served = unchecked.run(vc.all_to_allv, counts=[[5, 0, 1100], [7, 9, 0], [1, 1030, 4]])
+        assert served == ["peer_exchange_simple"] * 3, served  # packets need the check's meeting
         unchecked.run(vc.rooted, verb="reduce", count=500, root=2)
     finally:
         unchecked.close()

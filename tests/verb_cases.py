@@ -185,15 +185,16 @@ def bad_p2p(comm, state, case: str) -> str:
     raise AssertionError(f"{case}: no error")
 
 
-def all_to_allv(comm, state, counts: list, dtype: str = "float32", seed: int = 0) -> None:
-    """``counts[i][j]``: elements rank i sends rank j; every rank's receive buffer holds what NumPy says."""
+def all_to_allv(comm, state, counts: list, dtype: str = "float32", seed: int = 0, algo: str | None = None) -> str:
+    """``counts[i][j]``: elements rank i sends rank j; every rank's receive buffer holds what NumPy says; the
+    kernel that served the call (``algo``: the algorithm asked for, None: the selection's)."""
     n, me = comm.size, comm.rank
     send_counts = counts[me]
     recv_counts = [counts[j][me] for j in range(n)]
     x = data(me, sum(send_counts), dtype, seed)
     send = cuda.to_device(x)
     recv = cuda.to_device(np.full(sum(recv_counts) + 3, 55, np_dtype(dtype)))  # 3 past the end stay untouched
-    comm.all_to_all(send, recv, send_counts=send_counts, recv_counts=recv_counts)
+    comm.all_to_all(send, recv, send_counts=send_counts, recv_counts=recv_counts, algo=algo)
     _sync(comm)
     parts = []
     for j in range(n):
@@ -203,6 +204,7 @@ def all_to_allv(comm, state, counts: list, dtype: str = "float32", seed: int = 0
     want = np.concatenate(parts + [np.full(3, 55, np_dtype(dtype))])
     np.testing.assert_array_equal(recv.copy_to_host(), want)
     np.testing.assert_array_equal(send.copy_to_host(), x)
+    return comm.last_algorithm("all_to_allv").last_kernel
 
 
 def mismatched_counts(comm, state) -> str:
@@ -381,9 +383,10 @@ def both_send_first(comm, state) -> str:
 
 
 def all_to_allv_zero_copy(comm, state, counts: list, dtype: str, registered, captured: bool, repeat: int = 2) -> str:
-    """all_to_all with counts whose send buffers start at a registration (rank r: registration ``registered[r]``
-    of two; None: unregistered) or whose calls are captured (the capture check forced true, as the simulator has
-    no graphs) equals NumPy on every rank, call after call; the kernel that served the last call."""
+    """all_to_all with counts through the exchange (``algo="exchange"``: small calls otherwise go as packets)
+    whose send buffers start at a registration (rank r: registration ``registered[r]`` of two; None:
+    unregistered) or whose calls are captured (the capture check forced true, as the simulator has no graphs)
+    equals NumPy on every rank, call after call; the kernel that served the last call."""
     from pymscclpp.algos import verb_calls
     n, me = comm.size, comm.rank
     send_counts = counts[me]
@@ -402,7 +405,7 @@ def all_to_allv_zero_copy(comm, state, counts: list, dtype: str, registered, cap
         for it in range(repeat):
             send.copy_to_device(data(me, sum(send_counts), dtype, seed=it))
             recv = cuda.to_device(np.full(sum(recv_counts) + 3, 55, np_dtype(dtype)))
-            comm.all_to_all(send, recv, send_counts=send_counts, recv_counts=recv_counts)
+            comm.all_to_all(send, recv, send_counts=send_counts, recv_counts=recv_counts, algo="exchange")
             _sync(comm)
             parts = [data(j, sum(counts[j]), dtype, seed=it)[sum(counts[j][:me]):][:counts[j][me]] for j in range(n)]
             np.testing.assert_array_equal(recv.copy_to_host(), np.concatenate(parts + [np.full(3, 55, np_dtype(dtype))]))

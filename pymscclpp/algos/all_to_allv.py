@@ -6,6 +6,7 @@ registration (or every rank captures the call).
 from __future__ import annotations
 
 import numbers
+import zlib
 
 from .. import config
 from ..errors import InvalidUsageError
@@ -82,6 +83,14 @@ def _zero_copy_window(comm, send: BufferInfo, keys: list[tuple]) -> Window | Non
     return None
 
 
+def _call_shape(table: list[tuple], itemsize: int) -> tuple[int, int]:
+    """(the most bytes any rank sends, a digest of every rank's send counts, 1 to 2047): the same on every rank
+    (``table``, every rank's counts), so every rank selects alike and one-meeting kernels compare one
+    fingerprint (its root field)."""
+    counts = b"".join(INT64.pack(c) for row in table for c in row[1])
+    return max(sum(row[1]) for row in table) * itemsize, zlib.crc32(counts) % 2047 + 1
+
+
 def all_to_allv(comm, sendbuf, recvbuf, send_counts, recv_counts, stream, algo) -> None:
     """``all_to_all`` with per-peer element counts: ``send_counts[p]`` elements from offset ``sum(send_counts[:p])``
     go to rank p, landing at its offset ``sum(recv_counts[:rank])``."""
@@ -109,12 +118,13 @@ def all_to_allv(comm, sendbuf, recvbuf, send_counts, recv_counts, stream, algo) 
     recvs = {p: (sum(rc[:p]) * size, rc[p] * size) for p in range(n)}
     descriptors = {p: (descriptor("all_to_allv", sc[p] * size, send.dtype),
                        descriptor("all_to_allv", rc[p] * size, send.dtype)) for p in range(n)} if check else None
+    nbytes, digest = _call_shape(table, size) if table else (send.nbytes, 0)
     if window is None:
-        run(comm, "all_to_allv", send, sendbuf, recv, recvbuf, sends, recvs, descriptors, send.nbytes, send.dtype,
-            "sum", 0, handle, algo)
+        run(comm, "all_to_allv", send, sendbuf, recv, recvbuf, sends, recvs, descriptors, nbytes, send.dtype,
+            "sum", digest, handle, algo)
         return
-    call = exchange_call(comm, "all_to_allv", send, recv, layout(n, sends, recvs, descriptors), send.nbytes,
-                         send.dtype, "sum", 0, handle)
+    call = exchange_call(comm, "all_to_allv", send, recv, layout(n, sends, recvs, descriptors), nbytes,
+                         send.dtype, "sum", digest, handle)
     r, code = comm.rank, zero_copy_code(window)  # every pair reads zero-copy, from where its data starts in the peer
     codes = {p: (code if sc[p] else 0, code if rc[p] else 0, sum(table[p][1][:r]) * size) for p in range(n) if p != r}
     launch_reading(comm, call, algo, sends, recvs, descriptors, window, codes)

@@ -21,6 +21,7 @@ from .. import config
 from ..errors import InvalidUsageError
 from ..runtime.backend import IS_SIM
 from .algorithm import COLLECTIVES, Algorithm, Call
+from .counts_packet import AllToAllvPacket
 from .cross_host import CrossHost
 from .library_plans import LibraryPlan
 from .exchange import EXCHANGED, Exchange
@@ -57,6 +58,7 @@ def default_table(nranks: int) -> dict:
              (packet_max, "packet_wide")]
     ar = [*small, *([(16 << 20, "simple")] if nranks <= 2 else []), (_INF, "rsag")]
     table = {"all_reduce": ar, **{c: [(_INF, "exchange")] for c in EXCHANGED}}
+    table["all_to_allv"] = [(256 << 10, "packet"), (_INF, "exchange")]
     table["reduce"] = [*small, *([(1 << 20, "exchange")] if nranks <= 2 else []), (_INF, "rsag")]
     if nranks <= 2:
         table["all_reduce" + ZERO_COPY] = [(256 << 10, "packet_wide"), (_INF, "rsag")]
@@ -96,6 +98,7 @@ def builtin_factories() -> dict[tuple[str, str], Callable[[], Algorithm]]:
         out[collective, "packet_one_block"] = lambda cls=cls: cls("packet_one_block", "packet",
                                                                   *grid["packet_one_block"], PACKET_MAX)
     out["all_reduce", "rsag_packet"] = lambda: AllReduceTwoShotPacket("rsag_packet", *grid["packet"])
+    out["all_to_allv", "packet"] = lambda: AllToAllvPacket("packet", "packet", *grid["packet"])
     return out
 
 

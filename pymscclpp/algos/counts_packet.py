@@ -1,0 +1,71 @@
+"""Small all-to-alls with counts in one packet hop (``counts_packet_kernels``) on the one-shot packet lanes: one
+meeting a call where the verbs' exchange meets twice (before and after reading peers' bytes). Served only with
+the call check on, which keeps the ranks in step and gives every rank the same fingerprint: a digest of every
+rank's counts, which ``all_to_allv`` trades on the host before any launch.
+"""
+
+from __future__ import annotations
+
+from numba.core import types
+
+from .. import config
+from ..callcheck.area import callcheck, handle_type
+from ..runtime import handle_types as ht
+from ..runtime.launch import Launch
+from .algorithm import Call, Constraint
+from .counts_packet_kernels import exchange_counts_ll
+from .exchange import call_span
+from .exchange_kernels import MAX_RANKS, ROW, SEND_N
+from .grid import blocks_for
+from .oneshot import PACKET_MAX, lanes
+from .prepared import PreparedKernel
+
+
+class AllToAllvPacket(PreparedKernel):
+    """``all_to_allv`` as packets: every pair's range at most ``PACKET_MAX`` bytes (a packet slot's data)."""
+
+    collective = "all_to_allv"
+    constraint = Constraint(hosts=1, max_ranks=MAX_RANKS)
+    kernels = {"packet": exchange_counts_ll}
+
+    def setup(self, comm) -> None:
+        self.check = callcheck(comm)
+        self.blocks = blocks_for(comm, self.blocks)
+        self.lanes = shared = lanes(comm, "packet", self.blocks)
+        self.nranks = comm.size
+        v = shared.view
+        args = {"chans": shared.handles, "call_check": self.check.handle, "fingerprint": 0, "inp": v, "out": v,
+                "scratch": v, "flags": shared.flags, "table": (0,) * (ROW * comm.size),
+                "slot_bytes": shared.slot_bytes, "rank": comm.rank, "nranks": comm.size}
+        self.prepare(exchange_counts_ll, args, self.argtypes(comm.size))
+
+    @classmethod
+    def argtypes(cls, nranks: int) -> tuple:
+        """The numba types of the kernel's arguments on ``nranks`` ranks, in ``setup``'s order."""
+        i64 = types.int64
+        return (types.UniTuple(ht.memory_channel(), nranks - 1), handle_type(nranks - 1), i64, ht.BYTES, ht.BYTES,
+                ht.BYTES, ht.U32, types.UniTuple(i64, ROW * nranks), i64, i64, i64)
+
+    def why_not(self, comm, call: Call) -> str | None:
+        if not config.get("PYMSCCLPP_CHECK"):
+            return "needs the call check (PYMSCCLPP_CHECK=1): its meeting keeps the ranks' packets in step"
+        if not call.layout:
+            return "serves all-to-all calls with counts (an exchange table)"
+        largest = max(call.layout[ROW * p + SEND_N] for p in range(comm.size))
+        if largest > PACKET_MAX:
+            return f"a pair moves at most {PACKET_MAX} bytes in packets, this call {largest}"
+        return super().why_not(comm, call)
+
+    def bind(self, launch: Launch, call: Call) -> None:
+        """The call's buffers (as far as its table reaches), table and fingerprint (the counts' digest, the same
+        on every rank: ``call.root``)."""
+        launch.set_buffer("inp", call.send.ptr, call_span(call.layout, self.nranks, False), call.send.array)
+        launch.set_buffer("out", call.recv.ptr, call_span(call.layout, self.nranks, True), call.recv.array)
+        launch.set_ints("table", call.layout)
+        launch.set_int("fingerprint", self.check.fingerprint(call))
+
+    def traffic(self, message_bytes: int, nranks: int, rank: int, root: int = 0) -> tuple[int, int]:
+        """The bench's even counts (``message_bytes`` the send buffer): a slot to every peer, as LL16 packets (8 data
+        bytes in 16)."""
+        moved = (nranks - 1) * -(-(message_bytes // nranks) // 8) * 16
+        return moved, moved

@@ -426,3 +426,16 @@ def test_a_table_with_more_peers_than_the_kernel_tells_apart_carries_no_zero_cop
     codes = {1: (3, 3, 0)}
     assert layout(ZC_PEERS + 1, {1: (0, 64)}, {1: (0, 64)}, fps, codes)[ROW + SEND_ZC] == 3
     assert layout(ZC_PEERS + 2, {1: (0, 64)}, {1: (0, 64)}, fps, codes)[ROW + SEND_ZC] == 0
+
+
+def test_ranks_whose_own_sends_differ_in_size_choose_the_same_all_to_all_with_counts(tmp_path):
+    # packets up to 1000 bytes: rank 0 sends 1204 bytes and rank 1 eight, yet both take the exchange (the most any
+    # rank sends decides), where each rank's own size would part them and leave each waiting for the other
+    path = tmp_path / "tuning.json"
+    path.write_text('{"all_to_allv": [[1000, "packet"], [1e30, "exchange"]]}')
+    ranks = RankPool(2, env={"PYMSCCLPP_TIMEOUT_S": "30", "PYMSCCLPP_TUNING_FILE": str(path)})
+    try:
+        assert ranks.run(vc.all_to_allv, counts=[[1, 300], [1, 1]]) == ["peer_exchange_simple"] * 2
+        assert ranks.run(vc.all_to_allv, counts=[[1, 200], [1, 1]]) == ["exchange_counts_ll"] * 2
+    finally:
+        ranks.close()

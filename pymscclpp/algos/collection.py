@@ -52,7 +52,8 @@ def default_table(nranks: int) -> dict:
     ranks the one-shot simple kernels, except a two-shot all-reduce from 16 MB; reduce as the all-reduce's packets
     (its non-roots drop their result), then two-step (at 2 ranks the verbs' exchange between, to 1 MB); broadcast
     from 3 ranks in two steps from 64 KB (the root's packets to every peer cost 2x the scatter + all-gather at 256 KB
-    at 4 ranks); all-to-all with counts from 3 ranks as packets to 256 KB; for calls that run zero-copy, the two-step all-reduce from 256 KB and reduce-scatter from 4 MB."""
+    at 4 ranks); all-to-all with counts from 3 ranks as packets to 256 KB; for calls that run zero-copy, the
+    two-step all-reduce from 256 KB and reduce-scatter from 4 MB."""
     packet_max = 64 << 10 if nranks >= 8 else 256 << 10
     small = [*([(ONE_BLOCK_MAX, "packet_one_block")] if nranks <= 2 else []), (16 << 10, "packet"),
              (packet_max, "packet_wide")]
@@ -99,7 +100,7 @@ def builtin_factories() -> dict[tuple[str, str], Callable[[], Algorithm]]:
         out[collective, "packet_one_block"] = lambda cls=cls: cls("packet_one_block", "packet",
                                                                   *grid["packet_one_block"], PACKET_MAX)
     out["all_reduce", "rsag_packet"] = lambda: AllReduceTwoShotPacket("rsag_packet", *grid["packet"])
-    out["all_to_allv", "packet"] = lambda: AllToAllvPacket("packet", "packet", *grid["packet"])
+    out["all_to_allv", "packet"] = lambda: AllToAllvPacket("packet", "packet", *grid["packet"], PACKET_MAX)
     return out
 
 

@@ -15,14 +15,16 @@ from ..runtime.launch import Launch
 from .algorithm import Call, Constraint
 from .counts_packet_kernels import exchange_counts_ll
 from .exchange import call_span
-from .exchange_kernels import MAX_RANKS, ROW, SEND_N
+from .exchange_kernels import MAX_RANKS, ROW
 from .grid import blocks_for
-from .oneshot import PACKET_MAX, lanes
+from .oneshot import lanes
 from .prepared import PreparedKernel
 
 
 class AllToAllvPacket(PreparedKernel):
-    """``all_to_allv`` as packets: every pair's range at most ``PACKET_MAX`` bytes (a packet slot's data)."""
+    """``all_to_allv`` as packets, up to ``max_bytes`` (at most ``PACKET_MAX``, a packet slot's data) sent by any
+    rank: the call's message bytes, the same on every rank, so no pair's range outgrows a slot and every rank
+    judges the call alike."""
 
     collective = "all_to_allv"
     constraint = Constraint(hosts=1, max_ranks=MAX_RANKS)
@@ -51,10 +53,7 @@ class AllToAllvPacket(PreparedKernel):
             return "needs the call check (PYMSCCLPP_CHECK=1): its meeting keeps the ranks' packets in step"
         if not call.layout:
             return "serves all-to-all calls with counts (an exchange table)"
-        largest = max(call.layout[ROW * p + SEND_N] for p in range(comm.size))
-        if largest > PACKET_MAX:
-            return f"a pair moves at most {PACKET_MAX} bytes in packets, this call {largest}"
-        return super().why_not(comm, call)
+        return super().why_not(comm, call)  # the message range: the most any rank sends, alike on every rank
 
     def bind(self, launch: Launch, call: Call) -> None:
         """The call's buffers (as far as its table reaches), table and fingerprint (the counts' digest, the same

@@ -19,6 +19,7 @@ def _requested(comm, state) -> set:
     from numba import cuda
     from pymscclpp.runtime.collectives import CALLS
     from pymscclpp.algos.counts_packet import AllToAllvPacket
+    from pymscclpp.algos.counts_read import AllToAllvRead
     from pymscclpp.algos.exchange import Exchange
     from pymscclpp.algos.oneshot import OneShot
     from pymscclpp.runtime.memory import alloc, view_as
@@ -32,6 +33,7 @@ def _requested(comm, state) -> set:
     comm.broadcast(buf, root=0, algo="simple")
     comm.all_to_all(buf, out_buf[:16], send_counts=[8, 8], recv_counts=[8, 8])  # as packets
     comm.all_to_all(buf, out_buf[:16], send_counts=[8, 8], recv_counts=[8, 8], algo="exchange")
+    comm.all_to_all(buf, out_buf[:16], send_counts=[8, 8], recv_counts=[8, 8], algo="read")  # registered: zero-copy
     comm.reduce(buf, root=1, algo="rsag")
     comm.reduce(buf, root=1, algo="exchange")  # the exchange's reducing kernel is built by its first reduce
     comm.register_buffer(out_buf)  # the pushing kernels write into peers' receive buffers
@@ -45,7 +47,7 @@ def _requested(comm, state) -> set:
     for collective in CALLS:
         for name in comm.algorithms.names(collective):
             algo = comm.algorithms.get(collective, name)
-            if isinstance(algo, (OneShot, Exchange, AllToAllvPacket)):
+            if isinstance(algo, (OneShot, Exchange, AllToAllvPacket, AllToAllvRead)):
                 out |= {(launch.kernel.py_func.__name__, repr(launch.argtypes)) for launch in algo.kernel_launches()}
     comm.deregister_buffer(buf)
     comm.deregister_buffer(out_buf)

@@ -343,6 +343,32 @@ def test_all_to_all_with_counts_on_mapped_send_buffers_reads_peers_directly(size
     assert got == [served] * size, got
 
 
+@pytest.mark.parametrize("size,counts,dtype,captured", [
+    (2, [[3, 1500], [0, 2001]], "float32", False),
+    (3, [[5, 0, 1100], [7, 9, 0], [1, 1030, 4]], "float16", True),
+    (4, [[0, 300, 0, 64], [210, 3, 0, 0], [0, 0, 11, 150], [77, 0, 120, 0]], "uint8", False),
+    (5, [[0, 1300, 0, 64, 7], [2100, 3, 0, 0, 900], [0, 0, 11, 1500, 0], [77, 0, 1200, 0, 1], [5, 260, 0, 3000, 2]],
+     "int32", True),
+])
+def test_all_to_all_with_counts_read_between_two_meetings_of_all_ranks_matches_numpy(size, counts, dtype, captured):
+    got = pool(size).run(vc.all_to_allv_zero_copy, counts=counts, dtype=dtype,
+                         registered=[None if captured else 0] * size, captured=captured, algo="read", served_by="read")
+    assert got == ["zero-copy (captured)" if captured else "zero-copy (registered)"] * size, got
+
+
+def test_read_refuses_an_all_to_all_with_counts_whose_send_buffers_are_not_mapped_on_every_rank():
+    words = pool(3).run(vc.all_to_allv_zero_copy_refused, counts=[[5, 0, 1100], [7, 9, 0], [1, 1030, 4]])
+    assert all("register_buffer" in w and "'read'" in w for w in words), words
+
+
+def test_large_all_to_alls_with_counts_on_registered_buffers_read_peers_between_two_meetings_by_default():
+    # from 3 ranks, above the packets' 256 KB (the most any rank sends): uint8, rank 0 sends 300,000 bytes
+    counts = [[100_000, 150_000, 50_000], [7, 90_000, 0], [1, 1030, 4]]
+    got = pool(3).run(vc.all_to_allv_zero_copy, counts=counts, dtype="uint8", registered=[0, 0, 0], captured=False,
+                      algo=None, repeat=1, served_by="read")
+    assert got == ["zero-copy (registered)"] * 3, got
+
+
 @pytest.mark.parametrize("size,dtype", [(2, "float32"), (3, "int32"), (4, "float16")])
 def test_a_grouped_ring_on_registered_send_buffers_is_read_zero_copy(size, dtype):
     pool(size).run(vc.registered_ring, count=301, dtype=dtype)

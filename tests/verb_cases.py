@@ -382,11 +382,12 @@ def both_send_first(comm, state) -> str:
     raise AssertionError("two sends meeting did not raise")
 
 
-def all_to_allv_zero_copy(comm, state, counts: list, dtype: str, registered, captured: bool, repeat: int = 2) -> str:
-    """all_to_all with counts through the exchange (``algo="exchange"``: small calls otherwise go as packets)
-    whose send buffers start at a registration (rank r: registration ``registered[r]`` of two; None:
-    unregistered) or whose calls are captured (the capture check forced true, as the simulator has no graphs)
-    equals NumPy on every rank, call after call; the kernel that served the last call."""
+def all_to_allv_zero_copy(comm, state, counts: list, dtype: str, registered, captured: bool, repeat: int = 2,
+                          algo: str | None = "exchange", served_by: str | None = None) -> str:
+    """all_to_all with counts by ``algo`` (the exchange: small calls otherwise go as packets; ``read``; None: the
+    default's choice) whose send buffers start at a registration (rank r: registration ``registered[r]`` of two;
+    None: unregistered) or whose calls are captured (the capture check forced true, as the simulator has no graphs)
+    equals NumPy on every rank, call after call; how the last call ran (by algorithm ``served_by``, if named)."""
     from pymscclpp.algos import verb_calls
     n, me = comm.size, comm.rank
     send_counts = counts[me]
@@ -405,22 +406,43 @@ def all_to_allv_zero_copy(comm, state, counts: list, dtype: str, registered, cap
         for it in range(repeat):
             send.copy_to_device(data(me, sum(send_counts), dtype, seed=it))
             recv = cuda.to_device(np.full(sum(recv_counts) + 3, 55, np_dtype(dtype)))
-            comm.all_to_all(send, recv, send_counts=send_counts, recv_counts=recv_counts, algo="exchange")
+            comm.all_to_all(send, recv, send_counts=send_counts, recv_counts=recv_counts, algo=algo)
             _sync(comm)
             parts = [data(j, sum(counts[j]), dtype, seed=it)[sum(counts[j][:me]):][:counts[j][me]] for j in range(n)]
             np.testing.assert_array_equal(recv.copy_to_host(), np.concatenate(parts + [np.full(3, 55, np_dtype(dtype))]))
             np.testing.assert_array_equal(send.copy_to_host(), data(me, sum(send_counts), dtype, seed=it))
     finally:
         verb_calls.capturing = real
-    read = _reads_zero_copy(comm, "all_to_allv")
-    kernel = comm.last_algorithm("all_to_allv").last_kernel  # every pair reads: the kernel without rings
-    assert kernel == ("peer_read_simple" if read else "peer_exchange_simple"), kernel
+    served = comm.last_algorithm("all_to_allv")
+    kernel = served.last_kernel
+    assert served_by in (None, served.name), (served_by, served.name)
+    if served.name == "read":  # every rank reads every peer's range between two meetings of all ranks
+        read = True
+        assert kernel == "exchange_counts_read_simple", kernel
+    else:
+        read = _reads_zero_copy(comm, "all_to_allv")  # every pair reads: the kernel without rings
+        assert kernel == ("peer_read_simple" if read else "peer_exchange_simple"), kernel
     for buf in bufs:
         comm.deregister_buffer(buf)
     if windows.captured == mapped + repeat:
         return "zero-copy (captured)"
     assert windows.captured == mapped, (mapped, windows.captured)
     return "zero-copy (registered)" if read else "staged"
+
+
+def all_to_allv_zero_copy_refused(comm, state, counts: list) -> str:
+    """all_to_all with counts forced to ``read`` on unregistered send buffers raises on every rank before any launch
+    (the receive buffer untouched); the error text."""
+    me = comm.rank
+    send = cuda.to_device(data(me, sum(counts[me]), "float32"))
+    recv = cuda.to_device(np.full(sum(c[me] for c in counts), 55, np.float32))
+    try:
+        comm.all_to_all(send, recv, send_counts=counts[me], recv_counts=[c[me] for c in counts], algo="read")
+    except InvalidUsageError as exc:
+        _sync(comm)
+        assert (recv.copy_to_host() == 55).all()
+        return str(exc)
+    raise AssertionError("an unmapped all_to_all forced to 'read' did not raise")
 
 
 def _mapped(count: int, dtype: str):

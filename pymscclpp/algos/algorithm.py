@@ -93,6 +93,7 @@ class Algorithm:
     ops: frozenset = red.PAIRWISE_OPS  # avg only where a kernel divides the whole sum (``reduce.finish_word``)
     launch_reads_buffers: bool = True  # launch reads call.sendbuf/recvbuf, not only call.send/recv's addresses
     last_kernel: str = ""  # the kernel this rank's latest launch ran ("": not told), what a benchmark reports
+    zero_copy_kernel = None  # the kernel of its calls that read or write peers' mapped buffers, if it has one
 
     def why_not(self, comm, call: Call) -> str | None:
         """Why this algorithm cannot serve ``call`` on ``comm``, or None when it can."""
@@ -104,6 +105,10 @@ class Algorithm:
         if call.collective in REDUCING and (call.dtype not in self.dtypes or call.op not in self.ops):
             return f"does not reduce {call.dtype} with {call.op}"
         return self.constraint.why_not(comm)
+
+    def runs_zero_copy(self, call: Call) -> bool:
+        """Whether ``call`` would run ``zero_copy_kernel`` (never, without one)."""
+        return False
 
     def setup(self, comm) -> None:
         """Build what the algorithm needs on ``comm`` (collective: every rank calls it in the same order)."""

@@ -22,6 +22,7 @@ from ..errors import InvalidUsageError
 from ..runtime.backend import IS_SIM
 from .algorithm import COLLECTIVES, Algorithm, Call
 from .counts_packet import AllToAllvPacket
+from .counts_read import AllToAllvRead
 from .cross_host import CrossHost
 from .library_plans import LibraryPlan
 from .exchange import EXCHANGED, Exchange
@@ -30,7 +31,6 @@ from .oneshot import BY_COLLECTIVE, PACKET_MAX, AllReduce, Reduce
 from .push import PUSH
 from .twoshot import TWO_STEP
 from .twoshot_packet import AllReduceTwoShotPacket
-from .zero_copy import ZeroCopy
 
 _INF = float("inf")
 TWO_STEP_NAMES = {"all_reduce": "rsag", "all_gather": "read", "broadcast": "scatter_gather", "reduce_scatter": "read",
@@ -52,8 +52,9 @@ def default_table(nranks: int) -> dict:
     ranks the one-shot simple kernels, except a two-shot all-reduce from 16 MB; reduce as the all-reduce's packets
     (its non-roots drop their result), then two-step (at 2 ranks the verbs' exchange between, to 1 MB); broadcast
     from 3 ranks in two steps from 64 KB (the root's packets to every peer cost 2x the scatter + all-gather at 256 KB
-    at 4 ranks); all-to-all with counts from 3 ranks as packets to 256 KB; for calls that run zero-copy, the
-    two-step all-reduce from 256 KB and reduce-scatter from 4 MB."""
+    at 4 ranks); all-to-all with counts from 3 ranks as packets to 256 KB (above, when it runs zero-copy, read from
+    peers' buffers between two meetings of all ranks); for calls that run zero-copy, the two-step all-reduce from
+    256 KB and reduce-scatter from 4 MB."""
     packet_max = 64 << 10 if nranks >= 8 else 256 << 10
     small = [*([(ONE_BLOCK_MAX, "packet_one_block")] if nranks <= 2 else []), (16 << 10, "packet"),
              (packet_max, "packet_wide")]
@@ -61,6 +62,7 @@ def default_table(nranks: int) -> dict:
     table = {"all_reduce": ar, **{c: [(_INF, "exchange")] for c in EXCHANGED}}
     if nranks > 2:  # at 2 ranks the exchange's two meetings cost less than the call check's one (H100, 2026-12-06)
         table["all_to_allv"] = [(256 << 10, "packet"), (_INF, "exchange")]
+        table["all_to_allv" + ZERO_COPY] = [(256 << 10, "packet"), (_INF, "read")]
     table["reduce"] = [*small, *([(1 << 20, "exchange")] if nranks <= 2 else []), (_INF, "rsag")]
     if nranks <= 2:
         table["all_reduce" + ZERO_COPY] = [(256 << 10, "packet_wide"), (_INF, "rsag")]
@@ -101,6 +103,7 @@ def builtin_factories() -> dict[tuple[str, str], Callable[[], Algorithm]]:
                                                                   *grid["packet_one_block"], PACKET_MAX)
     out["all_reduce", "rsag_packet"] = lambda: AllReduceTwoShotPacket("rsag_packet", *grid["packet"])
     out["all_to_allv", "packet"] = lambda: AllToAllvPacket("packet", "packet", *grid["packet"], PACKET_MAX)
+    out["all_to_allv", "read"] = lambda: AllToAllvRead(*grid["simple"])
     return out
 
 
@@ -128,7 +131,7 @@ def load_table(nranks: int = 2) -> dict:
     return merged
 
 
-Choice = tuple[Algorithm, "ZeroCopy | None"]
+Choice = tuple[Algorithm, "Algorithm | None"]
 """A call shape's algorithm and, where the zero-copy rows name another, that one for calls that run zero-copy."""
 
 
@@ -256,7 +259,7 @@ class AlgorithmCollection:
             candidate = self._candidate(call.collective, name)
             if candidate.why_not(self.comm, call) is not None:
                 continue
-            if not isinstance(candidate, ZeroCopy):  # a staged kernel beats zero-copy at this size
+            if candidate.zero_copy_kernel is None:  # a staged kernel beats zero-copy at this size
                 return algo, None
             return algo, self.get(call.collective, name)
         return algo, None

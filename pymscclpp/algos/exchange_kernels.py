@@ -342,12 +342,11 @@ def copy_own(table, inp, out, rank, tid, nt):
 
 
 @cuda.jit(device=True)
-def read_peers(chans, table, zc, ins, inp, out, rank, nranks, tid):
-    """Our own range (a send to ourselves, skipped in place) and the zero-copy receives, in one pass: every block
-    copies its part of them laid end to end (``shares.copy_share``), ours first, then what the peers we read send us
-    from the peer after us on (so the ranks' blocks read different peers at once), straight from their buffers
-    (``ins[j]``, from each one's peer offset); then it signals each of those peers on semaphore 2 b + 1 (the credit
-    of a stripe that pair does not run)."""
+def copy_reads(table, zc, ins, inp, out, rank, nranks):
+    """Our own range (a send to ourselves, skipped in place) and the receives ``zc`` reads zero-copy, in one pass:
+    every block copies its part of them laid end to end (``shares.copy_share``), ours first, then what the peers
+    we read send us from the peer after us on (so the ranks' blocks read different peers at once), straight from
+    their buffers (``ins[j]``, from each one's peer offset)."""
     own = table[ROW * rank + SEND_N]
     total, ranges, smallest = own, 1 if own > 0 else 0, own
     for j in range(min(nranks - 1, ZC_PEERS)):
@@ -371,6 +370,13 @@ def read_peers(chans, table, zc, ins, inp, out, rank, nranks, tid):
                     prim.copy_bytes(out, table[ROW * p + RECV_OFF] + at, ins[j].dst, table[ROW * p + PEER_OFF] + at,
                                     m, t, tn)
                 start += n
+
+
+@cuda.jit(device=True)
+def read_peers(chans, table, zc, ins, inp, out, rank, nranks, tid):
+    """``copy_reads``, then every block signals each peer it read on semaphore 2 b + 1 (the credit of a stripe that
+    pair does not run)."""
+    copy_reads(table, zc, ins, inp, out, rank, nranks)
     cuda.syncthreads()
     if tid < nranks - 1 and zero_copy(zc, tid, 1):
         mc.relaxed_signal(chans[tid], 2 * cuda.blockIdx.x + 1)  # a credit: we wrote nothing of the peer's

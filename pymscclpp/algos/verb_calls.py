@@ -68,11 +68,13 @@ def captured_zero_copy(stream: int) -> bool:
 
 def launch(comm, call: Call, algo: str | None = None, zero_copy_call: Call | None = None) -> None:
     """Launch ``call`` by the collection's choice (or ``algo``), or ``zero_copy_call`` (the same call reading
-    peers' send buffers) when that choice is the one-host exchange, which alone reads them (every rank chooses
-    alike); under the simulator its failure raises here."""
+    peers' send buffers) when that choice reads them: the one-host exchange, or a zero-copy algorithm the
+    selection's zero-copy rows pick for it (every rank chooses alike); under the simulator its failure raises
+    here."""
     comm.raise_if_failed()
-    algorithm = comm.algorithms.select(call, algo)
-    algorithm.launch(zero_copy_call if zero_copy_call is not None and isinstance(algorithm, Exchange) else call)
+    algorithm = comm.algorithms.select(call if zero_copy_call is None else zero_copy_call, algo)
+    reads = zero_copy_call is not None and (isinstance(algorithm, Exchange) or algorithm.runs_zero_copy(zero_copy_call))
+    algorithm.launch(zero_copy_call if reads else call)
     if IS_SIM:
         comm.check_device_errors()
 

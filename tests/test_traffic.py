@@ -87,3 +87,10 @@ def test_the_default_choice_at_eight_ranks_moves_near_the_lower_bound_from_1_mb(
             sent = max(stated(size, 8, rank, root=0)[0] for rank in range(8))
             limit = 2 * size if collective == "broadcast" else 1.15 * _bound(collective, size, 8)
             assert _bound(collective, size, 8) <= sent <= limit, (collective, size, name, stated, sent)
+
+
+@pytest.mark.parametrize("nranks,count", [(3, 3 * 337), (4, 4 * 337)])
+def test_the_all_to_all_with_counts_read_from_peers_buffers_moves_what_it_states(nranks, count):
+    outs = pool(nranks).run(tc.measured_call, collective="all_to_allv", algo="read", count=count, zero_copy=True)
+    assert all(o["kernel"] == "exchange_counts_read_simple" for o in outs), [o["kernel"] for o in outs]
+    assert traffic.per_rank([o["counts"] for o in outs]) == [tuple(o["stated"]) for o in outs]

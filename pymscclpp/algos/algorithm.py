@@ -123,6 +123,11 @@ class Algorithm:
         sizes, as selection reads them) on ``nranks`` ranks: what ``runtime.traffic`` measures under the simulator."""
         raise NotImplementedError(f"{self!r} states no traffic")
 
+    def zero_copy_traffic(self, message_bytes: int, nranks: int, rank: int, root: int = 0) -> tuple[int, int]:
+        """``traffic`` of a call that runs ``zero_copy_kernel``: the bytes ``rank`` reads from and writes into peers'
+        buffers, and peers from and into its own; the staged call's unless an algorithm says otherwise."""
+        return self.traffic(message_bytes, nranks, rank, root)
+
     def close(self) -> None:
         """Release what ``setup`` built (the communicator's memory goes with it)."""
 

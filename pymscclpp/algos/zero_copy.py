@@ -78,11 +78,6 @@ class ZeroCopy:
     def bind_zero_copy(self, launch: Launch, call: Call) -> None:
         """Set what a zero-copy launch takes from each call beyond its windows (nothing, unless overridden)."""
 
-    def zero_copy_traffic(self, message_bytes: int, nranks: int, rank: int, root: int = 0) -> tuple[int, int]:
-        """``traffic`` of a call that runs zero-copy: the bytes ``rank`` reads from and writes into peers'
-        buffers, and peers from and into its own; the staged call's unless a family overrides it."""
-        return self.traffic(message_bytes, nranks, rank, root)
-
     def _new_launch(self, windows: tuple, blocks: int) -> Launch:
         """A launch on ``windows`` (its windows tag set per call, ``launch``)."""
         args = {}

@@ -321,6 +321,8 @@ def test_with_the_check_off_the_verbs_still_deliver():
         unchecked.run(vc.ring, count=3000)
         served = unchecked.run(vc.all_to_allv, counts=[[5, 0, 1100], [7, 9, 0], [1, 1030, 4]])
         assert served == ["peer_exchange_simple"] * 3, served  # packets need the check's meeting
+        refused = unchecked.run(vc.all_to_allv_zero_copy_refused, counts=[[5, 0, 1100], [7, 9, 0], [1, 1030, 4]])
+        assert all("PYMSCCLPP_CHECK=1" in words for words in refused), refused  # 'read' as well
         unchecked.run(vc.rooted, verb="reduce", count=500, root=2)
     finally:
         unchecked.close()

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from numba.core import types
 
+from .. import config
 from ..callcheck.area import callcheck
 from ..errors import InvalidUsageError
 from ..runtime.fingerprint import windows_tag, zero_copy
@@ -49,6 +50,12 @@ class AllToAllvRead(Algorithm):
         """The numba types of the kernel's arguments on ``nranks`` ranks (``_new_launch``'s order)."""
         i64 = types.int64
         return (*kernel_argtypes(nranks, 1, 0), types.UniTuple(i64, ROW * nranks), i64, i64)
+
+    def why_not(self, comm, call: Call) -> str | None:
+        if not config.get("PYMSCCLPP_CHECK"):
+            return "needs the call check (PYMSCCLPP_CHECK=1): the ranks choose to read zero-copy together from the " \
+                   "counts it trades"
+        return super().why_not(comm, call)
 
     def runs_zero_copy(self, call: Call) -> bool:
         """Whether ``call`` carries the window every rank reads (else the exchange serves it)."""

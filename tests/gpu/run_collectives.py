@@ -77,6 +77,12 @@ def _verbs(rng, size: int) -> list:
     plan.append((verb_cases.registered_send_to_receivers, dict(count=1 << 20, dtype="uint8", receivers=size - 1)))
     if size >= 3:
         plan.append((verb_cases.mixed_ring, dict(count=(1 << 20) + 3, dtype="float32")))
+    if size >= 3:  # the all-to-all with counts read between two meetings: by default above 256 KB, and forced
+        big = [[int(rng.integers(1 << 16, 1 << 18)) for _ in range(size)] for _ in range(size)]
+        small = [[int(rng.integers(0, 3000)) for _ in range(size)] for _ in range(size)]
+        for counts, dtype, algo in ((big, "float32", None), (small, "uint8", "read")):
+            plan.append((verb_cases.all_to_allv_zero_copy, dict(counts=counts, dtype=dtype, registered=[0] * size,
+                                                                captured=False, algo=algo, served_by="read")))
     for verb in ("gather", "scatter"):  # read zero-copy from registered buffers
         plan.append((verb_cases.rooted_zero_copy, dict(verb=verb, count=(1 << 18) + 1, root=size - 1,
                                                        dtype="float16", registered=[0] * size)))

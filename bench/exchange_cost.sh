@@ -21,7 +21,8 @@ for np in ${NPS:-2 8}; do
    export CUDA_MPS_PIPE_DIRECTORY=$(mktemp -d) CUDA_MPS_LOG_DIRECTORY=$(mktemp -d) CUDA_VISIBLE_DEVICES=0
    export CUDA_MPS_ACTIVE_THREAD_PERCENTAGE=$((100 / np))
    nvidia-cuda-mps-control -d
-   timeout -k 10 120 mpirun -np "$np" --oversubscribe --bind-to none -x CUDA_VISIBLE_DEVICES -x CUDA_MPS_PIPE_DIRECTORY \
-     -x CUDA_MPS_ACTIVE_THREAD_PERCENTAGE python3 -m pymscclpp.bench --op sync 2>&1 | grep "_us" | sed "s/^/np=$np sync: /"
+   timeout -k 10 120 mpirun -np "$np" --oversubscribe --bind-to none -x CUDA_VISIBLE_DEVICES \
+     -x CUDA_MPS_PIPE_DIRECTORY -x CUDA_MPS_ACTIVE_THREAD_PERCENTAGE python3 -m pymscclpp.bench --op sync 2>&1 \
+     | grep "_us" | sed "s/^/np=$np sync: /"
    echo quit | timeout 15 nvidia-cuda-mps-control >/dev/null 2>&1)
 done | tee "$out/summary.txt"

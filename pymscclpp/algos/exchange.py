@@ -19,8 +19,8 @@ from ..runtime.fingerprint import pack
 from ..runtime.launch import Launch
 from ..runtime.memory import PeerMemory, alloc
 from .algorithm import Algorithm, Call, Constraint
-from .exchange_kernels import (AREA_SLOT, IS_READ, MAX_RANKS, READS, ROW, ZC_PEERS, peer_exchange_simple,
-                               peer_read_simple, peer_reduce_simple)
+from .exchange_kernels import (AREA_SLOT, IS_READ, MAX_RANKS, READ_ZC, READS, ROW, SEND_ZC, ZC_PEERS,
+                               peer_exchange_simple, peer_read_simple, peer_reduce_simple)
 from .grid import blocks_for
 from .windows import MAX_SERIAL, PreparedLaunches, Windows
 
@@ -226,6 +226,11 @@ class Exchange(Algorithm):
     def kernel_launches(self) -> list[Launch]:
         """The launches ``precompile`` must have built."""
         return self.lanes.kernel_launches()
+
+    def runs_zero_copy(self, call: Call) -> bool:
+        """Whether some pair of ``call`` may read zero-copy: its table carries a pair's codes (``layout``)."""
+        table = call.layout
+        return any(table[ROW * p + SEND_ZC] or table[ROW * p + READ_ZC] for p in range(len(table) // ROW))
 
     def launch(self, call: Call) -> None:
         self.last_kernel = self.lanes.launch(call).name

@@ -16,7 +16,7 @@ from ..runtime.buffers import BufferInfo
 from ..runtime.capture import capturing
 from ..runtime.fingerprint import DTYPES
 from .algorithm import Call, CallBuffer
-from .exchange import Exchange, layout
+from .exchange import layout
 from .windows import Window
 
 INT64 = struct.Struct("<q")  # the packed form of the sizes and counts the verbs digest and trade
@@ -68,12 +68,12 @@ def captured_zero_copy(stream: int) -> bool:
 
 def launch(comm, call: Call, algo: str | None = None, zero_copy_call: Call | None = None) -> None:
     """Launch ``call`` by the collection's choice (or ``algo``), or ``zero_copy_call`` (the same call reading
-    peers' send buffers) when that choice reads them: the one-host exchange, or a zero-copy algorithm the
-    selection's zero-copy rows pick for it (every rank chooses alike); under the simulator its failure raises
-    here."""
+    peers' send buffers) when that choice runs it zero-copy (``runs_zero_copy``: the one-host exchange, pair by
+    pair, or a zero-copy algorithm the selection's zero-copy rows pick; every rank chooses alike); under the
+    simulator its failure raises here."""
     comm.raise_if_failed()
     algorithm = comm.algorithms.select(call if zero_copy_call is None else zero_copy_call, algo)
-    reads = zero_copy_call is not None and (isinstance(algorithm, Exchange) or algorithm.runs_zero_copy(zero_copy_call))
+    reads = zero_copy_call is not None and algorithm.runs_zero_copy(zero_copy_call)
     algorithm.launch(zero_copy_call if reads else call)
     if IS_SIM:
         comm.check_device_errors()

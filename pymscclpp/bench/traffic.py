@@ -61,7 +61,8 @@ def measured_call(comm, collective: str, algo: str | None, count: int, root: int
         comm.check_device_errors()
     served = comm.last_algorithm(collective)
     size = 4 * max(send_n, recv_n)
-    ran_zero_copy = served.zero_copy_kernel is not None and served.last_kernel == served.zero_copy_kernel.py_func.__name__
+    kernel = served.zero_copy_kernel
+    ran_zero_copy = kernel is not None and served.last_kernel == kernel.py_func.__name__
     stated = (served.zero_copy_traffic if ran_zero_copy else served.traffic)(size, comm.size, comm.rank, root)
     if zero_copy:
         comm.deregister_buffer(send)

@@ -9,6 +9,7 @@ from hypothesis import strategies as st
 
 import collective_cases as cases
 import traffic_cases
+import verb_cases as vc
 from rankpool import PoolCache, RankPool
 from pymscclpp.runtime import traffic
 
@@ -85,3 +86,10 @@ def test_the_zero_copy_broadcasts_are_exact_and_move_what_they_state_on_eight_ra
                      root=3, zero_copy=True)
     assert [o["kernel"] for o in outs] == [kernel] * 8
     assert traffic.per_rank([o["counts"] for o in outs]) == [tuple(o["stated"]) for o in outs]
+
+
+def test_small_zero_copy_all_to_alls_with_counts_read_peers_by_default_on_eight_ranks(pool8):
+    counts = [[(3 * i + j) % 5 for j in range(8)] for i in range(8)]  # uneven, some pairs empty
+    got = pool8.run(vc.all_to_allv_zero_copy, timeout=300, counts=counts, dtype="float16", registered=[0] * 8,
+                    captured=False, algo=None, served_by="read")
+    assert got == ["zero-copy (registered)"] * 8, got

@@ -358,6 +358,17 @@ def test_all_to_all_with_counts_read_between_two_meetings_of_all_ranks_matches_n
     assert got == ["zero-copy (captured)" if captured else "zero-copy (registered)"] * size, got
 
 
+@settings(max_examples=10, deadline=None, suppress_health_check=list(HealthCheck))
+@given(counts=_count_tables(), dtype=st.sampled_from(["float32", "float16", "uint8"]), captured=st.booleans())
+def test_all_to_all_with_any_counts_read_between_two_meetings_on_two_to_eight_ranks_matches_numpy(counts, dtype,
+                                                                                                  captured):
+    assume(any(sum(row) for row in counts))  # no data at all returns before any launch
+    n = len(counts)
+    got = pool(n).run(vc.all_to_allv_zero_copy, counts=counts, dtype=dtype, registered=[None if captured else 0] * n,
+                      captured=captured, algo="read", served_by="read")
+    assert got == ["zero-copy (captured)" if captured else "zero-copy (registered)"] * n, got
+
+
 def test_read_refuses_an_all_to_all_with_counts_whose_send_buffers_are_not_mapped_on_every_rank():
     words = pool(3).run(vc.all_to_allv_zero_copy_refused, counts=[[5, 0, 1100], [7, 9, 0], [1, 1030, 4]])
     assert all("register_buffer" in w and "'read'" in w for w in words), words
@@ -369,6 +380,18 @@ def test_large_all_to_alls_with_counts_on_registered_buffers_read_peers_between_
     got = pool(3).run(vc.all_to_allv_zero_copy, counts=counts, dtype="uint8", registered=[0, 0, 0], captured=False,
                       algo=None, repeat=1, served_by="read")
     assert got == ["zero-copy (registered)"] * 3, got
+
+
+@pytest.mark.parametrize("counts,dtype", [
+    ([[5, 300_000, 0], [100_000, 5, 0], [0, 0, 7]], "uint8"),  # 3 ranks, above the packets' 256 KB: read
+    ([[4] + [0] * 7] + [[(i + j) % 3 if 0 < j < 7 else 0 for j in range(8)] for i in range(1, 7)] + [[0] * 7 + [9]],
+     "float16"),  # 8 ranks, small: read; ranks 0 and 7 trade nothing with a peer
+])
+def test_a_rank_that_moves_only_its_own_range_reads_zero_copy_with_its_peers(counts, dtype):
+    n = len(counts)
+    got = pool(n).run(vc.all_to_allv_zero_copy, counts=counts, dtype=dtype, registered=[0] * n, captured=False,
+                      algo=None, repeat=2, served_by="read")
+    assert got == ["zero-copy (registered)"] * n, got
 
 
 @pytest.mark.parametrize("size,dtype", [(2, "float32"), (3, "int32"), (4, "float16")])

@@ -80,7 +80,10 @@ def _verbs(rng, size: int) -> list:
     if size >= 3:  # the all-to-all with counts read between two meetings: by default above 256 KB, and forced
         big = [[int(rng.integers(1 << 16, 1 << 18)) for _ in range(size)] for _ in range(size)]
         small = [[int(rng.integers(0, 3000)) for _ in range(size)] for _ in range(size)]
-        for counts, dtype, algo in ((big, "float32", None), (small, "uint8", "read")):
+        alone = [row[:] for row in big]  # the last rank trades nothing with a peer: it selects as they do
+        for j in range(size - 1):
+            alone[j][size - 1] = alone[size - 1][j] = 0
+        for counts, dtype, algo in ((big, "float32", None), (small, "uint8", "read"), (alone, "float16", None)):
             plan.append((verb_cases.all_to_allv_zero_copy, dict(counts=counts, dtype=dtype, registered=[0] * size,
                                                                 captured=False, algo=algo, served_by="read")))
     for verb in ("gather", "scatter"):  # read zero-copy from registered buffers

@@ -369,6 +369,19 @@ def test_all_to_all_with_any_counts_read_between_two_meetings_on_two_to_eight_ra
     assert got == ["zero-copy (captured)" if captured else "zero-copy (registered)"] * n, got
 
 
+@settings(max_examples=10, deadline=None, suppress_health_check=list(HealthCheck))
+@given(counts=_count_tables(), dtype=st.sampled_from(["float32", "float16", "uint8"]),
+       mapped=st.sampled_from(["registered", "captured", "rank 0 elsewhere"]))
+def test_every_rank_serves_an_all_to_all_with_any_counts_on_mapped_buffers_alike(counts, dtype, mapped):
+    assume(any(sum(row) for row in counts))  # no data at all returns before any launch
+    n = len(counts)
+    registered = [None] * n if mapped == "captured" else [1 if mapped != "registered" and r == 0 else 0
+                                                           for r in range(n)]
+    got = pool(n).run(vc.all_to_allv_zero_copy, counts=counts, dtype=dtype, registered=registered,
+                      captured=mapped == "captured", algo=None)
+    assert len(set(got)) == 1 and (mapped != "rank 0 elsewhere" or got[0] in ("staged", "packets")), got
+
+
 def test_read_refuses_an_all_to_all_with_counts_whose_send_buffers_are_not_mapped_on_every_rank():
     words = pool(3).run(vc.all_to_allv_zero_copy_refused, counts=[[5, 0, 1100], [7, 9, 0], [1, 1030, 4]])
     assert all("register_buffer" in w and "'read'" in w for w in words), words

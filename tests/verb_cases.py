@@ -387,7 +387,8 @@ def all_to_allv_zero_copy(comm, state, counts: list, dtype: str, registered, cap
     """all_to_all with counts by ``algo`` (the exchange: small calls otherwise go as packets; ``read``; None: the
     default's choice) whose send buffers start at a registration (rank r: registration ``registered[r]`` of two;
     None: unregistered) or whose calls are captured (the capture check forced true, as the simulator has no graphs)
-    equals NumPy on every rank, call after call; how the last call ran (by algorithm ``served_by``, if named)."""
+    equals NumPy on every rank, call after call; how the last call ran (by algorithm ``served_by``, if named):
+    "zero-copy (captured)", "zero-copy (registered)", "packets" or "staged"."""
     from pymscclpp.algos import verb_calls
     n, me = comm.size, comm.rank
     send_counts = counts[me]
@@ -420,6 +421,9 @@ def all_to_allv_zero_copy(comm, state, counts: list, dtype: str, registered, cap
     if served.name == "read":  # every rank reads every peer's range between two meetings of all ranks
         read = True
         assert kernel == "exchange_counts_read_simple", kernel
+    elif served.name == "packet":  # small calls from 3 ranks below 8: packets into peers' scratch, nothing read
+        read = False
+        assert kernel == "exchange_counts_ll", kernel
     else:
         read = _reads_zero_copy(comm, "all_to_allv")  # every pair reads: the kernel without rings
         assert kernel == ("peer_read_simple" if read else "peer_exchange_simple"), kernel
@@ -428,7 +432,7 @@ def all_to_allv_zero_copy(comm, state, counts: list, dtype: str, registered, cap
     if windows.captured == mapped + repeat:
         return "zero-copy (captured)"
     assert windows.captured == mapped, (mapped, windows.captured)
-    return "zero-copy (registered)" if read else "staged"
+    return "zero-copy (registered)" if read else "packets" if served.name == "packet" else "staged"
 
 
 def all_to_allv_zero_copy_refused(comm, state, counts: list) -> str:

@@ -127,4 +127,4 @@ def all_to_allv(comm, sendbuf, recvbuf, send_counts, recv_counts, stream, algo) 
                          send.dtype, "sum", digest, handle)
     r, code = comm.rank, zero_copy_code(window)  # every pair reads zero-copy, from where its data starts in the peer
     codes = {p: (code if sc[p] else 0, code if rc[p] else 0, sum(table[p][1][:r]) * size) for p in range(n) if p != r}
-    launch_reading(comm, call, algo, sends, recvs, descriptors, window, codes, every_rank=True)
+    launch_reading(comm, call, algo, sends, recvs, descriptors, window, codes)

@@ -56,8 +56,8 @@ def default_table(nranks: int) -> dict:
     (its non-roots drop their result), then two-step (at 2 ranks the verbs' exchange between, to 1 MB); broadcast
     from 3 ranks in two steps from 64 KB (the root's packets to every peer cost 2x the scatter + all-gather at 256 KB
     at 4 ranks); all-to-all with counts from 3 ranks as packets to 256 KB (above, and from ``READ_ALL_FROM`` ranks
-    at every size, when it runs zero-copy: read from peers' buffers between two meetings of all ranks); for calls that run zero-copy, the two-step all-reduce from
-    256 KB and reduce-scatter from 4 MB."""
+    at every size, when it runs zero-copy: read from peers' buffers between two meetings of all ranks); for calls
+    that run zero-copy, the two-step all-reduce from 256 KB and reduce-scatter from 4 MB."""
     packet_max = 64 << 10 if nranks >= 8 else 256 << 10
     small = [*([(ONE_BLOCK_MAX, "packet_one_block")] if nranks <= 2 else []), (16 << 10, "packet"),
              (packet_max, "packet_wide")]

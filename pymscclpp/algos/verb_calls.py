@@ -102,12 +102,12 @@ def run(comm, collective, send, sendbuf, recv, recvbuf, sends, recvs, descriptor
 
 
 def launch_reading(comm, call: Call, algo: str | None, sends: dict, recvs: dict, descriptors: dict | None,
-                   window: Window | None, codes: dict, every_rank: bool = False) -> None:
-    """Launch ``call``, or, where some pair carries a zero-copy code (``codes``: a rank to its send code, read code
-    and peer offset), the same call whose table carries them, reading peers' buffers through ``window``;
-    ``every_rank``: every rank has the window, so each selects on its zero-copy call, pairs with codes or not (a
-    rank that sends and receives only its own range selects as its peers do)."""
-    if not every_rank and not any(a or b for a, b, _ in codes.values()):
+                   window: Window | None, codes: dict) -> None:
+    """Launch ``call``, or, with ``window``, the same call whose table carries ``codes`` (a rank to its send code,
+    read code and peer offset), reading peers' buffers through the window where the chosen algorithm runs it
+    zero-copy: selection sees that call whatever this rank's own pairs carry, so ranks that share a window select
+    alike (a rank that trades nothing with a peer as well)."""
+    if window is None:
         launch(comm, call, algo)
         return
     launch(comm, call, algo, dataclasses.replace(call, layout=layout(comm.size, sends, recvs, descriptors, codes),

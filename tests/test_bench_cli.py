@@ -8,7 +8,7 @@ import sys
 import pytest
 
 from pymscclpp.bench.__main__ import parse_size
-from pymscclpp.bench.tune import table_from_winners
+from pymscclpp.bench.tune import table_from_winners, tune_collective
 
 
 @pytest.mark.parametrize("text,value", [("1K", 1024), ("64M", 64 << 20), ("1G", 1 << 30), ("4096", 4096),
@@ -176,3 +176,43 @@ def test_a_tuned_collective_drops_the_default_zero_copy_rows(tmp_path, monkeypat
     assert "all_reduce" + collection.ZERO_COPY not in table
     assert table["reduce_scatter" + collection.ZERO_COPY] == collection.default_table(2)["reduce_scatter"
                                                                                         + collection.ZERO_COPY]
+
+
+def _fake_measure(times: dict, calls: list):
+    """A tuner's measure from ``times[(name, size, registered)]`` (missing: cannot serve), noting every call."""
+    def measure(name, size, registered):
+        calls.append((name, size, registered))
+        return times.get((name, size, registered))
+    return measure
+
+
+def test_the_tuner_writes_zero_copy_rows_from_calls_timed_on_registered_buffers():
+    # 'read' serves zero-copy calls only; 'packet' has no zero-copy kernel, 'exchange' has one
+    times = {("packet", 1, False): 1.0, ("exchange", 1, False): 2.0, ("packet", 1, True): 1.0,
+             ("exchange", 1, True): 1.5, ("read", 1, True): 1.2,
+             ("packet", 2, False): 3.0, ("exchange", 2, False): 2.0, ("exchange", 2, True): 1.9,
+             ("read", 2, True): 0.5, ("packet", 2, True): 0.1}
+    calls = []
+    rows = tune_collective([1, 2], ["packet", "exchange", "read"], _fake_measure(times, calls),
+                           lambda name: name in ("exchange", "read"))
+    assert rows == {"staged": [[1, "packet"], [float("inf"), "exchange"]],
+                    "zero_copy": [[1, "packet"], [float("inf"), "read"]]}
+    # a staged kernel that is not the staged winner is not a zero-copy candidate: it would not serve such a call
+    assert ("packet", 2, True) not in calls and ("read", 1, False) in calls
+
+
+def test_the_tuner_writes_no_zero_copy_rows_where_no_algorithm_runs_zero_copy():
+    calls = []
+    rows = tune_collective([1, 4], ["packet", "simple"], _fake_measure({("packet", 1, False): 1.0,
+                                                                        ("simple", 1, False): 2.0,
+                                                                        ("simple", 4, False): 2.0}, calls),
+                           lambda name: False)
+    assert rows == {"staged": [[1, "packet"], [float("inf"), "simple"]], "zero_copy": None}
+    assert not any(registered for _, _, registered in calls)
+
+
+def test_the_tuner_refuses_a_collective_it_cannot_tune():
+    from pymscclpp.bench.tune import main
+    with pytest.raises(SystemExit) as err:
+        main(["--out", "t.json", "--ops", "all_reduce,send_recv"])
+    assert err.value.code == 2

@@ -45,14 +45,18 @@ def plan_serves_all_reduce(comm, state, count: int, prefer: bool):
 
 
 def unservable_algorithms_are_skipped_or_refused(comm, state):
-    """A preferred algorithm that cannot serve a call is passed over; forced by name, it raises saying why."""
+    """A preferred algorithm that cannot serve a call is passed over; forced by name, it raises saying why; either
+    way it is never set up."""
     from pymscclpp.algos import Constraint, KernelAlgorithm
     from pymscclpp.errors import InvalidUsageError
 
     def never(state, call):
         raise AssertionError("an algorithm for 7 ranks was launched")
 
-    comm.register_algorithm(KernelAlgorithm("for7", "all_reduce", lambda c: None, never,
+    def no_setup(c):
+        raise AssertionError("an algorithm for 7 ranks was set up")
+
+    comm.register_algorithm(KernelAlgorithm("for7", "all_reduce", no_setup, never,
                                             constraint=Constraint(world_size=7)))
     buf = cuda.to_device(np.ones(8, np.float32))
     comm.all_reduce(buf)

@@ -42,6 +42,6 @@ def test_a_rank_limit_refuses_larger_communicators_and_says_why():
     assert "serves at most" in Exchange("gather").constraint.why_not(comm(MAX_RANKS + 1))
 
 
-def test_an_algorithm_that_cannot_serve_a_call_is_skipped_and_refused_when_forced():
+def test_an_algorithm_that_cannot_serve_a_call_is_skipped_and_refused_when_forced_without_its_set_up():
     for text in pool(2).run(cases.unservable_algorithms_are_skipped_or_refused):
         assert "'for7' cannot serve this call: needs 7 ranks, the communicator has 2" in text

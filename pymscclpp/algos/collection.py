@@ -205,6 +205,11 @@ class AlgorithmCollection:
             self._ready.update(family)
         return algo
 
+    def peek(self, collective: str, name: str) -> Algorithm:
+        """The algorithm ``name`` of ``collective`` as built, not set up (no collective step): what it is, for a tool
+        choosing among algorithms (the tuner asks which have a zero-copy kernel)."""
+        return self._build((collective, name))
+
     def _build(self, key: tuple[str, str]) -> Algorithm:
         algo = self._built.get(key)
         if algo is None:
@@ -246,12 +251,11 @@ class AlgorithmCollection:
         """(the algorithm of ``call``'s shape, the one its zero-copy rows name when that differs: the first row
         covering the size whose algorithm can serve the call, set up now, so that a captured call of the shape sets
         up nothing)."""
-        if forced is not None:
-            algo = self.get(call.collective, forced)
-            why = algo.why_not(self.comm, call)
+        if forced is not None:  # asked before its set-up: one that cannot serve the call sets up nothing
+            why = self._build((call.collective, forced)).why_not(self.comm, call)
             if why is not None:
                 raise InvalidUsageError(f"{call.collective} algorithm {forced!r} cannot serve this call: {why}")
-            return algo, None
+            return self.get(call.collective, forced), None
         algo = self._first_able(call)
         if any(c == call.collective for c, _ in self._preferred):
             return algo, None

@@ -150,7 +150,7 @@ def main(argv=None) -> int:
                                                                        if zero_copy else ""), flush=True)
 
         rows = tune_collective(sizes, names, measure,
-                               lambda name, op=op: comm.algorithms.get(op, name).zero_copy_kernel is not None, report)
+                               lambda name, op=op: comm.algorithms.peek(op, name).zero_copy_kernel is not None, report)
         table[op] = rows["staged"]
         if rows["zero_copy"] is not None:
             table[op + ZERO_COPY] = rows["zero_copy"]

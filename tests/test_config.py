@@ -46,6 +46,15 @@ def test_values_are_read_at_use_not_at_import(monkeypatch):
     assert config.get("PYMSCCLPP_SIM_THREADS") == 4
 
 
+def test_a_tool_sets_a_variable_checked_and_refuses_a_bad_value(monkeypatch):
+    monkeypatch.delenv("PYMSCCLPP_GRAPH_ZERO_COPY", raising=False)
+    config.set_value("PYMSCCLPP_GRAPH_ZERO_COPY", "0")
+    assert config.get("PYMSCCLPP_GRAPH_ZERO_COPY") is False
+    with pytest.raises(InvalidUsageError, match="PYMSCCLPP_GRAPH_ZERO_COPY"):
+        config.set_value("PYMSCCLPP_GRAPH_ZERO_COPY", "maybe")
+    assert config.get("PYMSCCLPP_GRAPH_ZERO_COPY") is False
+
+
 @pytest.mark.parametrize("name, text, value", [
     ("PYMSCCLPP_TIMEOUT_S", "0", None), ("PYMSCCLPP_TIMEOUT_S", "2.5", 2.5),
     ("PYMSCCLPP_BOOTSTRAP_MAX_MSG", "0x400", 1024), ("PYMSCCLPP_MAX_SCRATCH_BYTES", "4096", 4096),

@@ -20,6 +20,7 @@ import json
 import os
 from typing import Callable
 
+from .. import config
 from ..algos.collection import ZERO_COPY
 from ..algos.library_plans import search_space
 from ..errors import InvalidUsageError
@@ -106,7 +107,7 @@ def main(argv=None) -> int:
     unknown = [op for op in ops if op not in TUNED]
     if unknown:
         ap.error(f"--ops: cannot tune {unknown}: choose from {TUNED}")
-    os.environ["PYMSCCLPP_GRAPH_ZERO_COPY"] = "0"  # a captured call stages unless its buffers are registered
+    config.set_value("PYMSCCLPP_GRAPH_ZERO_COPY", "0")  # a captured call stages unless its buffers are registered
     world, comm, torch, _ = setup(nccl=False)
     dtype = getattr(torch, args.dtype)
     sizes = []

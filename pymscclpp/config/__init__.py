@@ -210,6 +210,13 @@ def is_set(name: str, environ: Mapping[str, str] | None = None) -> bool:
     return bool((os.environ if environ is None else environ).get(_variable(name).name, "").strip())
 
 
+def set_value(name: str, text: str) -> None:
+    """Set variable ``name`` to ``text`` for this process (and the processes it starts), checked first: what a tool
+    that needs one setting (the tuner's staged calls) does before it makes a communicator."""
+    _variable(name).read({name: text})
+    os.environ[name] = text
+
+
 def checked_timeout_s(value: Any, where: str) -> float | None:
     """A budget in seconds given as an argument (``where`` names it), in [0, MAX_TIMEOUT_S]; ``None`` for 0 (off)."""
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value <= MAX_TIMEOUT_S:

@@ -27,7 +27,7 @@ class Case:
     bus_factor: float
     floor: Callable[[], None]       # the local torch op moving the same bytes
     expected: Callable[[], object]  # our output's exact value, from every rank's input
-    buffers: tuple = ()             # what ``--register`` registers with the communicator (zero-copy calls)
+    buffers: tuple = ()             # what ``--register`` and the tuner's zero-copy calls register
 
 
 def data(torch, dtype, count: int, rank: int, salt: int):
@@ -75,26 +75,26 @@ def make_case(op: str, comm, dist, torch, dtype, nbytes: int, redop: str, algo: 
         return Case(part * n, lambda: comm.all_gather(x, out, **kw),
                     dist and (lambda: dist.all_gather_into_tensor(ref, x)),
                     (out, ref), (n - 1) / n, copy_floor(torch, dtype, part * n),
-                    lambda: torch.cat([data(torch, dtype, part, p, 2) for p in range(n)]))
+                    lambda: torch.cat([data(torch, dtype, part, p, 2) for p in range(n)]), (x, out))
     if op == "reduce_scatter":
         x = data(torch, dtype, part * n, rank, 3)
         out, ref = empty(part), empty(part)
         return Case(part * n, lambda: comm.reduce_scatter(x, out, op=redop, **kw),
                     dist and (lambda: dist.reduce_scatter_tensor(ref, x, op=reduce_op)), (out, ref), (n - 1) / n,
                     copy_floor(torch, dtype, part * n),
-                    lambda: _reduced(torch, dtype, part * n, n, 3, redop)[rank * part:(rank + 1) * part], (x,))
+                    lambda: _reduced(torch, dtype, part * n, n, 3, redop)[rank * part:(rank + 1) * part], (x, out))
     if op == "all_to_all":
         x = data(torch, dtype, part * n, rank, 4)
         out, ref = torch.empty_like(x), torch.empty_like(x)
         return Case(part * n, lambda: comm.all_to_all(x, out, **kw), dist and (lambda: dist.all_to_all_single(ref, x)),
                     (out, ref), (n - 1) / n, copy_floor(torch, dtype, part * n),
                     lambda: torch.cat([data(torch, dtype, part * n, p, 4)[rank * part:(rank + 1) * part]
-                                       for p in range(n)]))
+                                       for p in range(n)]), (x, out))
     if op == "broadcast":
         src = data(torch, dtype, count, rank, 5)
         buf, ref = src.clone(), src.clone()
         return Case(count, lambda: comm.broadcast(buf, 0, **kw), dist and (lambda: dist.broadcast(ref, 0)), (buf, ref),
-                    1.0, copy_floor(torch, dtype, count), lambda: data(torch, dtype, count, 0, 5))
+                    1.0, copy_floor(torch, dtype, count), lambda: data(torch, dtype, count, 0, 5), (buf,))
     if op in VERBS:
         return make_verb_case(op, comm, dist, torch, dtype, nbytes, redop, algo)
     raise ValueError(f"unknown collective {op!r}")

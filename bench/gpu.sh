@@ -23,7 +23,7 @@ RUNNERS+=" executor_tests nccl_api_served"
 NCCL_STEPS="primitives_bench nccl_api_tests allreduce_graph allreduce_tune_packet allreduce_tune_simple"
 NCCL_STEPS+=" all_gather_graph reduce_scatter_graph all_to_all_graph broadcast_graph tp_decode allreduce_eager"
 TWO_RANK_STEPS="primitives_bench port_bench pipeline_mlp"
-NAMED_ONLY="verbs_tests"  # a part of another step (collectives_tests): runs only when STEPS names it
+NAMED_ONLY="verbs_tests tune"  # run only when STEPS names them (verbs_tests: a part of collectives_tests)
 declare -A LIMIT=([primitives_tests]=180 [collectives_tests]=480 [callcheck_tests]=180 [port_tests]=240 [graph_replays]=300 [soak]=420
                   [soak_collectives]=480 [executor_tests]=420
                   [shrink_after_death]=300)
@@ -119,6 +119,9 @@ steps() {  # every step at $np ranks
   PYMSCCLPP_SOCKET_ADDR=127.0.0.1 PYMSCCLPP_TORCH_FALLBACK=none run pipeline_mlp "${MPI[@]}" python3 examples/pipeline_mlp.py
   PYMSCCLPP_SOCKET_ADDR=127.0.0.1 PYMSCCLPP_TORCH_FALLBACK=none run moe_alltoall "${MPI[@]}" python3 examples/moe_alltoall.py
   PYMSCCLPP_SOCKET_ADDR=127.0.0.1 run tp_decode "${MPI[@]}" python3 bench/tp_decode.py --layers 8 --batch 1,2,4,8,16,32,64
+  # the tuner's table for this rank count (staged and zero-copy rows): TUNE_OPS, TUNE_SIZES
+  run tune "${MPI[@]}" python3 -m pymscclpp.bench.tune --ops "${TUNE_OPS:-all_to_allv,reduce}" ${TUNE_SIZES:--b 1K -e 16M -f 4} \
+    --out "$out/tuning.json"
   run allreduce_eager "${MPI[@]}" python3 -m pymscclpp.bench -b 1K -e 1M -f 32 --eager --iters 20 --profile --json "$out/allreduce_eager.json"
   for step in ${EXTRA_STEPS:-}; do run "$step" bash -c "${!step}"; done
 }

@@ -40,9 +40,6 @@ ZERO_COPY = "@zero_copy"  # a table key's suffix: the rows of a collective's cal
 # at 2 ranks, all-reduces and reduces up to this size run their packets on one block of 256 threads (a packet per
 # thread): 0.8 us faster at 1-2 KB than on 16 blocks, slower from 4 KB (docs/performance.md)
 ONE_BLOCK_MAX = 2 << 10
-# from this many ranks an all-to-all with counts that runs zero-copy reads at every size: at 8 ranks 1-512 KB
-# 19.0-20.9 us read, against 23.7-44.2 us as packets (H100, docs/performance.md)
-READ_ALL_FROM = 8
 # algorithms set up together, in one collective set-up: the verbs' exchanges share lanes with every peer, and a
 # rank's first call of them may be any verb (two ranks' send/recv while a third's first is a gather)
 SET_UP_TOGETHER = [frozenset((c, name) for c in EXCHANGED) for name in ("exchange", "cross_host")]
@@ -55,9 +52,10 @@ def default_table(nranks: int) -> dict:
     ranks the one-shot simple kernels, except a two-shot all-reduce from 16 MB; reduce as the all-reduce's packets
     (its non-roots drop their result), then two-step (at 2 ranks the verbs' exchange between, to 1 MB); broadcast
     from 3 ranks in two steps from 64 KB (the root's packets to every peer cost 2x the scatter + all-gather at 256 KB
-    at 4 ranks); all-to-all with counts from 3 ranks as packets to 256 KB (above, and from ``READ_ALL_FROM`` ranks
-    at every size, when it runs zero-copy: read from peers' buffers between two meetings of all ranks); for calls
-    that run zero-copy, the two-step all-reduce from 256 KB and reduce-scatter from 4 MB."""
+    at 4 ranks); all-to-all with counts from 3 ranks as packets to 256 KB, and when it runs zero-copy, at every
+    size, read from peers' buffers between two meetings of all ranks (at 3, 4, 6 and 8 ranks 1-256 KB faster than
+    the packets by 1.1-12 us, H100); for calls that run zero-copy, the two-step all-reduce from 256 KB and
+    reduce-scatter from 4 MB."""
     packet_max = 64 << 10 if nranks >= 8 else 256 << 10
     small = [*([(ONE_BLOCK_MAX, "packet_one_block")] if nranks <= 2 else []), (16 << 10, "packet"),
              (packet_max, "packet_wide")]
@@ -65,8 +63,7 @@ def default_table(nranks: int) -> dict:
     table = {"all_reduce": ar, **{c: [(_INF, "exchange")] for c in EXCHANGED}}
     if nranks > 2:  # at 2 ranks the exchange's two meetings cost less than the call check's one (H100, 2026-12-06)
         table["all_to_allv"] = [(256 << 10, "packet"), (_INF, "exchange")]
-        table["all_to_allv" + ZERO_COPY] = [*([] if nranks >= READ_ALL_FROM else [(256 << 10, "packet")]),
-                                            (_INF, "read")]
+        table["all_to_allv" + ZERO_COPY] = [(_INF, "read")]
     table["reduce"] = [*small, *([(1 << 20, "exchange")] if nranks <= 2 else []), (_INF, "rsag")]
     if nranks <= 2:
         table["all_reduce" + ZERO_COPY] = [(256 << 10, "packet_wide"), (_INF, "rsag")]

@@ -54,22 +54,22 @@ def table_from_winners(winners: list[tuple[int, str]]) -> list[list]:
 def tune_collective(sizes: list[int], names: list[str], measure: Measure, runs_zero_copy: Callable[[str], bool],
                     report: Callable[[int, dict, dict], None] = lambda size, staged, zero_copy: None) -> dict:
     """One collective's rows: ``{"staged": rows, "zero_copy": rows or None}``, the latter None when no algorithm
-    ran a call zero-copy. At each size every name is timed staged; then, buffers registered, the names that
-    ``runs_zero_copy`` and the staged winner. ``report(size, staged times, zero-copy times)`` after each size."""
-    staged, zero_copy, any_zero_copy = [], [], False
+    has a zero-copy kernel (``runs_zero_copy``). At each size every name is timed staged; then, buffers registered,
+    those with one and the staged winner. ``report(size, staged times, zero-copy times)`` after each size."""
+    zero_copy_names = [n for n in names if runs_zero_copy(n)]
+    staged, zero_copy = [], []
     for size in sizes:
         staged_times = {n: t for n in names if (t := measure(n, size, False)) is not None}
         best = min(staged_times, key=staged_times.get) if staged_times else None
         if best is not None:
             staged.append((size, best))
-        candidates = [n for n in names if n == best or runs_zero_copy(n)]
-        any_zero_copy = any_zero_copy or any(runs_zero_copy(n) for n in names)
-        zero_copy_times = {n: t for n in candidates if (t := measure(n, size, True)) is not None} \
-            if any_zero_copy else {}
+        candidates = [n for n in names if n == best or n in zero_copy_names] if zero_copy_names else []
+        zero_copy_times = {n: t for n in candidates if (t := measure(n, size, True)) is not None}
         if zero_copy_times:
             zero_copy.append((size, min(zero_copy_times, key=zero_copy_times.get)))
         report(size, staged_times, zero_copy_times)
-    return {"staged": table_from_winners(staged), "zero_copy": table_from_winners(zero_copy) if any_zero_copy else None}
+    return {"staged": table_from_winners(staged),
+            "zero_copy": table_from_winners(zero_copy) if zero_copy_names else None}
 
 
 def write_table(path: str, nranks: int, table: dict) -> None:
@@ -122,10 +122,12 @@ def main(argv=None) -> int:
             names += [spec.name for spec in search_space(comm.size, op)]
         if not names:
             continue
-        skipped: set[str] = set()
+        skipped: set[tuple[str, bool]] = set()
 
         def measure(name: str, nbytes: int, registered: bool, op=op, skipped=skipped) -> float | None:
             case = make_case(op, comm, None, torch, dtype, nbytes, "sum", name)
+            if registered and not case.buffers:  # a case that maps nothing has no zero-copy call to time
+                return None
             mapped = case.buffers if registered else ()
             for buf in mapped:
                 comm.register_buffer(buf)

@@ -421,7 +421,7 @@ def all_to_allv_zero_copy(comm, state, counts: list, dtype: str, registered, cap
     if served.name == "read":  # every rank reads every peer's range between two meetings of all ranks
         read = True
         assert kernel == "exchange_counts_read_simple", kernel
-    elif served.name == "packet":  # small calls from 3 ranks below 8: packets into peers' scratch, nothing read
+    elif served.name == "packet":  # small staged calls from 3 ranks: packets into peers' scratch, nothing read
         read = False
         assert kernel == "exchange_counts_ll", kernel
     else:

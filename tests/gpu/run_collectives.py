@@ -77,8 +77,7 @@ def _verbs(rng, size: int) -> list:
     plan.append((verb_cases.registered_send_to_receivers, dict(count=1 << 20, dtype="uint8", receivers=size - 1)))
     if size >= 3:
         plan.append((verb_cases.mixed_ring, dict(count=(1 << 20) + 3, dtype="float32")))
-    if size >= 3:  # the all-to-all with counts read between two meetings: by default above 256 KB (from 8 ranks at
-        # every size), and forced
+    if size >= 3:  # the all-to-all with counts read between two meetings: by default at every size, and forced
         big = [[int(rng.integers(1 << 16, 1 << 18)) for _ in range(size)] for _ in range(size)]
         small = [[int(rng.integers(0, 3000)) for _ in range(size)] for _ in range(size)]
         alone = [row[:] for row in big]  # the last rank trades nothing with a peer: it selects as they do

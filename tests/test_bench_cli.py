@@ -211,6 +211,46 @@ def test_the_tuner_writes_no_zero_copy_rows_where_no_algorithm_runs_zero_copy():
     assert not any(registered for _, _, registered in calls)
 
 
+class _ThreadWorld:
+    """What ``tune.slowest`` takes of an MPI communicator, for threads standing for ranks: ``allgather``."""
+
+    def __init__(self, shared: list, barrier, rank: int):
+        self.shared, self.barrier, self.rank = shared, barrier, rank
+
+    def allgather(self, obj):
+        self.shared[self.rank] = obj
+        self.barrier.wait()
+        every = list(self.shared)
+        self.barrier.wait()
+        return every
+
+
+def test_ranks_whose_own_timings_differ_time_the_same_calls_and_write_the_same_rows():
+    # rank 0 finds 'packet' (no zero-copy kernel) fastest staged, rank 1 'simple' (one): by its own times each
+    # would time other calls on registered buffers, which the call check refuses (seen on 8 ranks of one H100)
+    import threading
+    from pymscclpp.bench.tune import slowest
+    times = [{("packet", 1, False): 1.0, ("simple", 1, False): 2.0, ("simple", 1, True): 1.5},
+             {("packet", 1, False): 3.0, ("simple", 1, False): 2.0, ("simple", 1, True): 1.0}]
+    own = [[], []]
+    for rank in range(2):
+        tune_collective([1], ["packet", "simple"], _fake_measure(times[rank], own[rank]), lambda n: n == "simple")
+    assert own[0] != own[1]  # what each rank's own winner would have it time
+    shared, barrier, calls, rows = [None, None], threading.Barrier(2), [[], []], [None, None]
+
+    def tune(rank):
+        rows[rank] = tune_collective([1], ["packet", "simple"], _fake_measure(times[rank], calls[rank]),
+                                     lambda n: n == "simple", agree=slowest(_ThreadWorld(shared, barrier, rank)))
+
+    threads = [threading.Thread(target=tune, args=(rank,)) for rank in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(30)
+    assert calls[0] == calls[1] == [("packet", 1, False), ("simple", 1, False), ("simple", 1, True)]
+    assert rows[0] == rows[1] == {"staged": [[float("inf"), "simple"]], "zero_copy": [[float("inf"), "simple"]]}
+
+
 def test_the_tuner_refuses_a_collective_it_cannot_tune():
     from pymscclpp.bench.tune import main
     with pytest.raises(SystemExit) as err:

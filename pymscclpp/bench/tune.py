@@ -2,7 +2,7 @@
 calls that run zero-copy, and write the selection table.
 
 ``mpirun -np 2 python -m pymscclpp.bench.tune --out tuning.json`` on the target machine, then
-``export PYMSCCLPP_TUNING_FILE=tuning.json``. CUDA-graph timing, median of ``--reps`` replays. Each collective
+``export PYMSCCLPP_TUNING_FILE=tuning.json``. CUDA-graph timing, median of ``--reps`` replays, the slowest rank's (every rank decides alike). Each collective
 gets two row lists: its staged calls' (captured with ``PYMSCCLPP_GRAPH_ZERO_COPY=0``, so nothing maps peers'
 buffers) and, where an algorithm has a zero-copy kernel, its zero-copy calls' (``collective@zero_copy``: the
 buffers registered first), whose candidates are the algorithms that run such a call zero-copy and the staged
@@ -34,7 +34,11 @@ from .timing import capture, time_graph
 TUNED = COLLECTIVES + ("reduce", "gather", "scatter", "all_to_allv")
 
 Measure = Callable[[str, int, bool], "float | None"]
-"""(algorithm name, bytes, buffers registered) -> microseconds per call, or None where it cannot serve the call."""
+"""(algorithm name, bytes, buffers registered) -> microseconds per call, or None where it cannot serve the call
+(alike on every rank: the algorithm says so before any launch)."""
+Agree = Callable[[dict], dict]
+"""This rank's times by name -> the times every rank decides by (the slowest rank's, ``slowest``): each rank's own
+would part the ranks' winners, and with them the calls they time next."""
 
 
 def table_from_winners(winners: list[tuple[int, str]]) -> list[list]:
@@ -51,20 +55,30 @@ def table_from_winners(winners: list[tuple[int, str]]) -> list[list]:
     return rows
 
 
+def slowest(world) -> Agree:
+    """``Agree`` over the MPI communicator ``world``: every rank's times, the largest per name."""
+    def agree(times: dict) -> dict:
+        every = world.allgather(times)
+        return {name: max(t[name] for t in every) for name in times}
+    return agree
+
+
 def tune_collective(sizes: list[int], names: list[str], measure: Measure, runs_zero_copy: Callable[[str], bool],
-                    report: Callable[[int, dict, dict], None] = lambda size, staged, zero_copy: None) -> dict:
+                    report: Callable[[int, dict, dict], None] = lambda size, staged, zero_copy: None,
+                    agree: Agree = lambda times: times) -> dict:
     """One collective's rows: ``{"staged": rows, "zero_copy": rows or None}``, the latter None when no algorithm
     has a zero-copy kernel (``runs_zero_copy``). At each size every name is timed staged; then, buffers registered,
-    those with one and the staged winner. ``report(size, staged times, zero-copy times)`` after each size."""
+    those with one and the staged winner (by the ``agree``d times: every rank times the same calls and writes the
+    same rows). ``report(size, staged times, zero-copy times)`` after each size."""
     zero_copy_names = [n for n in names if runs_zero_copy(n)]
     staged, zero_copy = [], []
     for size in sizes:
-        staged_times = {n: t for n in names if (t := measure(n, size, False)) is not None}
+        staged_times = agree({n: t for n in names if (t := measure(n, size, False)) is not None})
         best = min(staged_times, key=staged_times.get) if staged_times else None
         if best is not None:
             staged.append((size, best))
         candidates = [n for n in names if n == best or n in zero_copy_names] if zero_copy_names else []
-        zero_copy_times = {n: t for n in candidates if (t := measure(n, size, True)) is not None}
+        zero_copy_times = agree({n: t for n in candidates if (t := measure(n, size, True)) is not None})
         if zero_copy_times:
             zero_copy.append((size, min(zero_copy_times, key=zero_copy_times.get)))
         report(size, staged_times, zero_copy_times)
@@ -153,7 +167,8 @@ def main(argv=None) -> int:
                                                                        if zero_copy else ""), flush=True)
 
         rows = tune_collective(sizes, names, measure,
-                               lambda name, op=op: comm.algorithms.peek(op, name).zero_copy_kernel is not None, report)
+                               lambda name, op=op: comm.algorithms.peek(op, name).zero_copy_kernel is not None, report,
+                               slowest(world))
         table[op] = rows["staged"]
         if rows["zero_copy"] is not None:
             table[op + ZERO_COPY] = rows["zero_copy"]

@@ -18,7 +18,7 @@ def _requested(comm, state) -> set:
     import numpy as np
     from numba import cuda
     from pymscclpp.runtime.collectives import CALLS
-    from pymscclpp.algos.counts_packet import AllToAllvPacket
+    from pymscclpp.algos.counts_oneshot import AllToAllvOneShot
     from pymscclpp.algos.counts_read import AllToAllvRead
     from pymscclpp.algos.exchange import Exchange
     from pymscclpp.algos.oneshot import OneShot
@@ -47,7 +47,7 @@ def _requested(comm, state) -> set:
     for collective in CALLS:
         for name in comm.algorithms.names(collective):
             algo = comm.algorithms.get(collective, name)
-            if isinstance(algo, (OneShot, Exchange, AllToAllvPacket, AllToAllvRead)):
+            if isinstance(algo, (OneShot, Exchange, AllToAllvOneShot, AllToAllvRead)):
                 out |= {(launch.kernel.py_func.__name__, repr(launch.argtypes)) for launch in algo.kernel_launches()}
     comm.deregister_buffer(buf)
     comm.deregister_buffer(out_buf)

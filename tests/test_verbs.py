@@ -178,12 +178,20 @@ def test_bad_collective_arguments_raise_before_any_launch(case, words):
     # five ranks: zero counts, one-lane and four-lane streams, rings wrapping around (1 KB rounds, 4 slots)
     (5, [[0, 1300, 0, 64, 7], [2100, 3, 0, 0, 900], [0, 0, 11, 1500, 0], [77, 0, 1200, 0, 1], [5, 260, 0, 3000, 2]]),
 ])
-@pytest.mark.parametrize("algo", [None, "packet", "exchange"])
-def test_all_to_all_with_uneven_counts_matches_numpy_as_packets_and_through_the_exchange(size, counts, algo):
+@pytest.mark.parametrize("algo", [None, "packet", "simple", "exchange"])
+def test_all_to_all_with_uneven_counts_matches_numpy_in_one_hop_and_through_the_exchange(size, counts, algo):
     # by default packets from 3 ranks, the exchange at 2
     packets = algo == "packet" or (algo is None and size > 2)
-    kernel = "exchange_counts_ll" if packets else "peer_exchange_simple"
+    kernel = "exchange_counts_simple" if algo == "simple" else "exchange_counts_ll" if packets else \
+        "peer_exchange_simple"
     assert pool(size).run(vc.all_to_allv, counts=counts, algo=algo) == [kernel] * size
+
+
+def test_an_all_to_all_with_counts_in_simple_rounds_carries_a_range_longer_than_a_round():
+    # the simulator's simple rounds are 64 KB a slot: rank 0 sends rank 1 68 KB (two rounds) while every other pair
+    # is done in the first round, and every rank still meets every round
+    counts = [[3, 17000, 20], [0, 5, 1], [40, 0, 2]]
+    assert pool(3).run(vc.all_to_allv, counts=counts, algo="simple") == ["exchange_counts_simple"] * 3
 
 
 def test_all_to_all_with_even_counts_equals_the_even_all_to_all():

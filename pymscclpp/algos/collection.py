@@ -21,7 +21,7 @@ from .. import config
 from ..errors import InvalidUsageError
 from ..runtime.backend import IS_SIM
 from .algorithm import COLLECTIVES, Algorithm, Call
-from .counts_packet import AllToAllvPacket
+from .counts_oneshot import AllToAllvOneShot
 from .counts_read import AllToAllvRead
 from .cross_host import CrossHost
 from .library_plans import LibraryPlan
@@ -103,7 +103,8 @@ def builtin_factories() -> dict[tuple[str, str], Callable[[], Algorithm]]:
         out[collective, "packet_one_block"] = lambda cls=cls: cls("packet_one_block", "packet",
                                                                   *grid["packet_one_block"], PACKET_MAX)
     out["all_reduce", "rsag_packet"] = lambda: AllReduceTwoShotPacket("rsag_packet", *grid["packet"])
-    out["all_to_allv", "packet"] = lambda: AllToAllvPacket("packet", "packet", *grid["packet"], PACKET_MAX)
+    out["all_to_allv", "packet"] = lambda: AllToAllvOneShot("packet", "packet", *grid["packet"], PACKET_MAX)
+    out["all_to_allv", "simple"] = lambda: AllToAllvOneShot("simple", "simple", *grid["simple"])
     out["all_to_allv", "read"] = lambda: AllToAllvRead(*grid["simple"])
     return out
 

@@ -4,7 +4,7 @@ kernel of the verbs): what ``python -m pymscclpp.precompile`` builds."""
 from __future__ import annotations
 
 from . import exchange
-from .counts_packet import AllToAllvPacket
+from .counts_oneshot import AllToAllvOneShot
 from .counts_read import AllToAllvRead
 from .oneshot import BY_COLLECTIVE
 from .push import PUSH
@@ -15,7 +15,7 @@ from .twoshot_packet import AllReduceTwoShotPacket
 def entry_kernels(nranks: int) -> dict[str, tuple]:
     """(entry kernel, argument types) by kernel name of every built-in kernel a communicator of ``nranks`` ranks
     (on one host) compiles, whatever the dtype, op, grid or buffers."""
-    classes = [*BY_COLLECTIVE.values(), *TWO_STEP.values(), *PUSH.values(), AllReduceTwoShotPacket, AllToAllvPacket,
+    classes = [*BY_COLLECTIVE.values(), *TWO_STEP.values(), *PUSH.values(), AllReduceTwoShotPacket, AllToAllvOneShot,
                AllToAllvRead]
     out = {kernel.py_func.__name__: (kernel, cls.argtypes(nranks))
            for cls in classes for kernel in cls.kernels.values()}

@@ -215,6 +215,7 @@ class Exchange(Algorithm):
     name = "exchange"
     constraint = Constraint(hosts=1, max_ranks=MAX_RANKS)
     ops = frozenset(red.OPS)
+    zero_copy_kernel = peer_read_simple  # a call whose every pair reads peers' buffers (``runs_zero_copy``)
 
     def __init__(self, collective: str):
         self.collective = collective

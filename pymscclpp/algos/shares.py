@@ -83,8 +83,15 @@ def begin(proto, flag, nbytes, slot_bytes, rd, slots):
     round ``rd`` (of flag ``flag``) over ``slots`` scratch slots of ``slot_bytes``: the half alternates with the
     flag's parity; packets take the block's share of the whole call, simple rounds a slice of each round."""
     half = (flag % 2) * slots * slot_bytes
-    if proto == PACKET:
-        lo, n = packet_share(nbytes)
-        return half, lo, n, lo
-    lo, n = round_share(nbytes, slot_bytes, rd)
+    lo, n = range_share(proto, nbytes, slot_bytes, rd)
     return half, lo, n, rd * slot_bytes + lo
+
+
+@cuda.jit(device=True)
+def range_share(proto, nbytes, slot_bytes, rd):
+    """(first byte within round ``rd``, byte count) of the calling block's share of a range of ``nbytes``: packets
+    the block's packets of the whole range (one round), simple rounds its slice of round ``rd`` (count <= 0: none,
+    as in a round past the range's end)."""
+    if proto == PACKET:
+        return packet_share(nbytes)
+    return round_share(nbytes, slot_bytes, rd)

@@ -52,18 +52,22 @@ def default_table(nranks: int) -> dict:
     ranks the one-shot simple kernels, except a two-shot all-reduce from 16 MB; reduce as the all-reduce's packets
     (its non-roots drop their result), then two-step (at 2 ranks the verbs' exchange between, to 1 MB); broadcast
     from 3 ranks in two steps from 64 KB (the root's packets to every peer cost 2x the scatter + all-gather at 256 KB
-    at 4 ranks); all-to-all with counts from 3 ranks as packets to 256 KB, and when it runs zero-copy, at every
-    size, read from peers' buffers between two meetings of all ranks (at 3, 4, 6 and 8 ranks 1-256 KB faster than
-    the packets by 1.1-12 us, H100); for calls that run zero-copy, the two-step all-reduce from 256 KB and
-    reduce-scatter from 4 MB."""
+    at 4 ranks); all-to-all with counts from 3 ranks as packets to 256 KB, then in simple rounds (1-16 MB at 4 and
+    8 ranks 1.5-2.5x faster than the verbs' exchange; at 2 ranks the exchange to 256 KB), and when it runs
+    zero-copy, at every size, read from peers' buffers between two meetings of all ranks (at 3, 4, 6 and 8 ranks
+    1-256 KB faster than the packets by 1.1-12 us, H100); for calls that run zero-copy, the even all-to-all's
+    zero-copy kernel at every size (1-256 KB at 2, 4, 6 and 8 ranks 1.7-12 us faster than its packets, H100), the
+    two-step all-reduce from 256 KB and reduce-scatter from 4 MB."""
     packet_max = 64 << 10 if nranks >= 8 else 256 << 10
     small = [*([(ONE_BLOCK_MAX, "packet_one_block")] if nranks <= 2 else []), (16 << 10, "packet"),
              (packet_max, "packet_wide")]
     ar = [*small, *([(16 << 20, "simple")] if nranks <= 2 else []), (_INF, "rsag")]
     table = {"all_reduce": ar, **{c: [(_INF, "exchange")] for c in EXCHANGED}}
-    if nranks > 2:  # at 2 ranks the exchange's two meetings cost less than the call check's one (H100, 2026-12-06)
-        table["all_to_allv"] = [(256 << 10, "packet"), (_INF, "exchange")]
+    # at 2 ranks the exchange's two meetings cost less than the call check's one to 256 KB (H100, 2026-12-06)
+    table["all_to_allv"] = [(256 << 10, "exchange" if nranks <= 2 else "packet"), (_INF, "simple")]
+    if nranks > 2:
         table["all_to_allv" + ZERO_COPY] = [(_INF, "read")]
+    table["all_to_all" + ZERO_COPY] = [(_INF, "simple")]
     table["reduce"] = [*small, *([(1 << 20, "exchange")] if nranks <= 2 else []), (_INF, "rsag")]
     if nranks <= 2:
         table["all_reduce" + ZERO_COPY] = [(256 << 10, "packet_wide"), (_INF, "rsag")]

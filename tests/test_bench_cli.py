@@ -142,7 +142,8 @@ def test_the_tuner_keeps_other_rank_counts_tables_in_its_file(tmp_path):
     (2, 1 << 20, "all_gather", "simple"), (8, 1 << 20, "all_gather", "read"),
     (8, 1 << 20, "broadcast", "scatter_gather"), (8, 1 << 20, "reduce_scatter", "read"),
     (2, 1 << 20, "reduce_scatter", "simple"), (2, 256 << 10, "all_to_allv", "exchange"),
-    (2, 1 << 20, "all_to_allv", "simple"), (3, 256 << 10, "all_to_allv", "packet"), (8, 16 << 20, "all_to_allv", "simple"),
+    (2, 1 << 20, "all_to_allv", "simple"), (3, 256 << 10, "all_to_allv", "packet"),
+    (8, 16 << 20, "all_to_allv", "simple"),
     (2, 1 << 10, "all_to_all@zero_copy", "simple"), (8, 64 << 10, "all_to_all@zero_copy", "simple")])
 def test_the_default_selection_depends_on_the_rank_count(nranks, size, collective, name):
     from pymscclpp.algos import collection

@@ -45,8 +45,8 @@ def exchange_counts(proto, chans, call_check, fingerprint, inp, out, scratch, fl
         if agreed_before_receiving(proto, call_check, fingerprint, seq, rank, nranks):
             lo, n = range_share(proto, sh[ROW * rank + SEND_N], slot_bytes, rd)
             if n > 0:
-                copy_unless_same(out, sh[ROW * rank + RECV_OFF] + start + lo, inp, sh[ROW * rank + SEND_OFF] + start + lo,
-                                 n, tid, nt)
+                copy_unless_same(out, sh[ROW * rank + RECV_OFF] + start + lo, inp,
+                                 sh[ROW * rank + SEND_OFF] + start + lo, n, tid, nt)
             sync_round(proto, chans, nranks)
             for j in range(nranks - 1):
                 p = peer_rank(j, rank)

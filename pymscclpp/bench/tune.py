@@ -1,16 +1,17 @@
-"""The tuner: time every registered algorithm (kernels and plans) per collective and size, on staged calls and on
-calls that run zero-copy, and write the selection table.
+"""The tuner: time every registered algorithm (kernels and plans) per collective and size, on staged calls and on calls
+that run zero-copy, and write the selection table.
 
 ``mpirun -np 2 python -m pymscclpp.bench.tune --out tuning.json`` on the target machine, then
-``export PYMSCCLPP_TUNING_FILE=tuning.json``. CUDA-graph timing, median of ``--reps`` replays, the slowest rank's (every rank decides alike). Each collective
-gets two row lists: its staged calls' (captured with ``PYMSCCLPP_GRAPH_ZERO_COPY=0``, so nothing maps peers'
-buffers) and, where an algorithm has a zero-copy kernel, its zero-copy calls' (``collective@zero_copy``: the
-buffers registered first), whose candidates are the algorithms that run such a call zero-copy and the staged
-winner, which serves it where a staged kernel wins. An algorithm that serves zero-copy calls only (the all-to-all
-with counts' ``read``) cannot serve a staged call and so appears in zero-copy rows only. The file holds a table
-per rank count: a run at another rank count adds its own and keeps the others. ``--programs`` also times the
-library's DSL programs with every protocol, instance count and chunk factor (``algos.library_plans``); a winner is
-written by its name (``plan:PROGRAM/PROTOCOL/iN/cN``), which any process rebuilds from the library.
+``export PYMSCCLPP_TUNING_FILE=tuning.json``. CUDA-graph timing, median of ``--reps`` replays, the slowest rank's (every rank
+decides alike). Each collective gets two row lists: its staged calls' (captured with
+``PYMSCCLPP_GRAPH_ZERO_COPY=0``, so nothing maps peers' buffers) and, where an algorithm has a zero-copy kernel, its
+zero-copy calls' (``collective@zero_copy``: the buffers registered first), whose candidates are the algorithms that
+run such a call zero-copy and the staged winner, which serves it where a staged kernel wins. An algorithm that
+serves zero-copy calls only (the all-to-all with counts' ``read``) cannot serve a staged call and so appears in
+zero-copy rows only. The file holds a table per rank count: a run at another rank count adds its own and keeps the
+others. ``--programs`` also times the library's DSL programs with every protocol, instance count and chunk factor
+(``algos.library_plans``); a winner is written by its name (``plan:PROGRAM/PROTOCOL/iN/cN``), which any process
+rebuilds from the library.
 """
 
 from __future__ import annotations

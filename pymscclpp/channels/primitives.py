@@ -16,7 +16,7 @@ from __future__ import annotations
 import numpy as np
 from numba import cuda
 
-from .ptx import (address_of, load_u32, load_v2, load_v2_volatile, load_v4, load_v4_volatile, store_u32,
+from .ptx import (address_of, load_u32, load_u32_again, load_v2, load_v2_volatile, load_v4, load_v4_volatile, store_u32,
                   store_v2, store_v2_volatile, store_v4, store_v4_volatile)
 from .spin import report_quiet, spin_until
 
@@ -26,7 +26,10 @@ LL8_BYTES = 8
 LL8_DATA = 4
 
 VECTOR_PASS_BYTES = 128  # bytes a thread of ``copy_vectors`` moves per pass: eight 16-byte vectors in flight
-SHIFTED_MIN = 4096  # the fewest bytes copied by shifted word loads when source and destination do not line up
+# the fewest bytes copied by shifted word loads when source and destination do not line up: fewer go a byte per
+# thread and pass, each pass a memory round trip; at 4096 a block's 1.6 KB share of an uneven all-to-all's range
+# took four, 256 KB all-to-alls with counts 1.4-1.6x the even one's (H100, 4 and 8 ranks)
+SHIFTED_MIN = 64
 _U15 = np.uint64(15)
 _U7 = np.uint64(7)
 _U3 = np.uint64(3)
@@ -49,7 +52,7 @@ def copy_bytes(dst, dst_off, src, src_off, nbytes, tid, nthreads):
     destination byte, then 16-byte stores (of 16-byte loads when the source lines up too, else, from
     ``SHIFTED_MIN`` bytes, of 4-byte loads merged by shifts: uneven offsets copy at vector speed), single bytes
     after. The shifted loads read each source word once per vector that needs it: the word two vectors share
-    twice (L1 hits on a GPU; the simulator's traffic count sees up to 1.25x the bytes). A thread loads its first
+    twice (an L1 hit on a GPU, which the simulator's traffic count leaves out). A thread loads its first
     head and tail bytes before its vectors, so the three parts cost one memory round trip, not three."""
     head = min(np.int64((np.uint64(16) - (address_of(dst, dst_off) & _U15)) & _U15), nbytes)
     shift = address_of(src, src_off + head) & _U15
@@ -152,9 +155,10 @@ def store_shifted(dst, off, w0, w1, w2, w3, w4, bits):
 
 @cuda.jit(device=True)
 def load_words5(src, at):
-    """Five aligned 4-byte words from byte ``at`` of ``src``, widened to 64 bits for ``funnel``."""
+    """Five aligned 4-byte words from byte ``at`` of ``src``, widened to 64 bits for ``funnel``; the fifth is the
+    next vector's first (``load_u32_again``: a range's vectors count their bytes once)."""
     return (np.uint64(load_u32(src, at)), np.uint64(load_u32(src, at + 4)), np.uint64(load_u32(src, at + 8)),
-            np.uint64(load_u32(src, at + 12)), np.uint64(load_u32(src, at + 16)))
+            np.uint64(load_u32(src, at + 12)), np.uint64(load_u32_again(src, at + 16)))
 
 
 @cuda.jit(device=True)

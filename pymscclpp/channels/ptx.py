@@ -18,7 +18,7 @@ __all__ = [
     "load_acquire", "load_relaxed", "store_release", "store_relaxed",
     "atomic_add_release", "atomic_add_relaxed", "fence_sys",
     "load_v4", "store_v4", "load_v4_volatile", "store_v4_volatile",
-    "load_v2", "store_v2", "load_v2_volatile", "store_v2_volatile", "load_u32", "store_u32",
+    "load_v2", "store_v2", "load_v2_volatile", "store_v2_volatile", "load_u32", "load_u32_again", "store_u32",
     "u32_as_f32", "f32_as_u32", "f16_to_f32", "f32_to_f16", "globaltimer", "spin_pause", "address_of",
 ]
 
@@ -88,6 +88,11 @@ if IS_SIM:
     def load_u32(arr, byte_offset):
         """4-byte load of one u32 word at a byte offset."""
         return _words(arr, byte_offset, 1)[0]
+
+    def load_u32_again(arr, byte_offset):
+        """``load_u32`` of a word another thread loads too (an L1 hit on a GPU, no second trip over the link):
+        the simulator's traffic count (``runtime.traffic``) leaves it out."""
+        return np.ndarray.__getitem__(_words(arr, byte_offset, 1), 0)
 
     def store_u32(arr, byte_offset, a):
         """4-byte store of one u32 word at a byte offset."""
@@ -325,6 +330,8 @@ else:
             ptr = _byte_pointer(context, builder, sig.args[0], args[0], args[1], _U32)
             return builder.load(ptr, align=4)
         return types.uint32(arr, byte_offset), codegen
+
+    load_u32_again = load_u32  # the same load: only the simulator's traffic count tells them apart
 
     load_v4 = _make_vload(4, False)
     load_v4_volatile = _make_vload(4, True)

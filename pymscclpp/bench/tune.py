@@ -1,9 +1,9 @@
-"""The tuner: time every registered algorithm (kernels and plans) per collective and size, on staged calls and on calls
-that run zero-copy, and write the selection table.
+"""The tuner: time every registered algorithm (kernels and plans) per collective and size, on staged calls and on
+calls that run zero-copy, and write the selection table.
 
 ``mpirun -np 2 python -m pymscclpp.bench.tune --out tuning.json`` on the target machine, then
-``export PYMSCCLPP_TUNING_FILE=tuning.json``. CUDA-graph timing, median of ``--reps`` replays, the slowest rank's (every rank
-decides alike). Each collective gets two row lists: its staged calls' (captured with
+``export PYMSCCLPP_TUNING_FILE=tuning.json``. CUDA-graph timing, median of ``--reps`` replays, the slowest rank's
+(every rank decides alike). Each collective gets two row lists: its staged calls' (captured with
 ``PYMSCCLPP_GRAPH_ZERO_COPY=0``, so nothing maps peers' buffers) and, where an algorithm has a zero-copy kernel, its
 zero-copy calls' (``collective@zero_copy``: the buffers registered first), whose candidates are the algorithms that
 run such a call zero-copy and the staged winner, which serves it where a staged kernel wins. An algorithm that
@@ -167,9 +167,8 @@ def main(argv=None) -> int:
                 print(f"{op} {nbytes:>12} staged: {_times(staged)}" + (f" | zero-copy: {_times(zero_copy)}"
                                                                        if zero_copy else ""), flush=True)
 
-        rows = tune_collective(sizes, names, measure,
-                               lambda name, op=op: comm.algorithms.peek(op, name).zero_copy_kernel is not None, report,
-                               slowest(world))
+        has_zero_copy = lambda name, op=op: comm.algorithms.peek(op, name).zero_copy_kernel is not None  # noqa: E731
+        rows = tune_collective(sizes, names, measure, has_zero_copy, report, slowest(world))
         table[op] = rows["staged"]
         if rows["zero_copy"] is not None:
             table[op + ZERO_COPY] = rows["zero_copy"]

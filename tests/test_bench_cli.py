@@ -215,24 +215,25 @@ def test_the_tuner_writes_no_zero_copy_rows_where_no_algorithm_runs_zero_copy():
 
 
 class _ThreadWorld:
-    """What ``tune.slowest`` takes of an MPI communicator, for threads standing for ranks: ``allgather``."""
+    """What ``tune.slowest_times`` takes of an MPI communicator, for threads standing for ranks: ``allreduce`` (of
+    the largest value: the only op it is asked for)."""
 
     def __init__(self, shared: list, barrier, rank: int):
         self.shared, self.barrier, self.rank = shared, barrier, rank
 
-    def allgather(self, obj):
-        self.shared[self.rank] = obj
+    def allreduce(self, value, op):
+        self.shared[self.rank] = value
         self.barrier.wait()
-        every = list(self.shared)
+        largest = max(self.shared)
         self.barrier.wait()
-        return every
+        return largest
 
 
 def test_ranks_whose_own_timings_differ_time_the_same_calls_and_write_the_same_rows():
     # rank 0 finds 'packet' (no zero-copy kernel) fastest staged, rank 1 'simple' (one): by its own times each
     # would time other calls on registered buffers, which the call check refuses (seen on 8 ranks of one H100)
     import threading
-    from pymscclpp.bench.tune import slowest
+    from pymscclpp.bench.tune import slowest_times
     times = [{("packet", 1, False): 1.0, ("simple", 1, False): 2.0, ("simple", 1, True): 1.5},
              {("packet", 1, False): 3.0, ("simple", 1, False): 2.0, ("simple", 1, True): 1.0}]
     own = [[], []]
@@ -243,7 +244,7 @@ def test_ranks_whose_own_timings_differ_time_the_same_calls_and_write_the_same_r
 
     def tune(rank):
         rows[rank] = tune_collective([1], ["packet", "simple"], _fake_measure(times[rank], calls[rank]),
-                                     lambda n: n == "simple", agree=slowest(_ThreadWorld(shared, barrier, rank)))
+                                     lambda n: n == "simple", agree=slowest_times(_ThreadWorld(shared, barrier, rank)))
 
     threads = [threading.Thread(target=tune, args=(rank,)) for rank in range(2)]
     for t in threads:

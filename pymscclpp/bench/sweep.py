@@ -41,9 +41,11 @@ def setup(nccl: bool):
     return world, comm, torch, dist
 
 
-def _max():
+def slowest(world, value: float) -> float:
+    """The largest ``value`` over the ranks of MPI communicator ``world``: a collective ends when its last rank does,
+    and every rank that decides by it decides alike."""
     from mpi4py import MPI
-    return MPI.MAX
+    return world.allreduce(value, op=MPI.MAX)
 
 
 def _profile(fn, rank: int, world) -> None:
@@ -79,7 +81,7 @@ def served_by(comm, op: str) -> str:
 def slowest_rank(world, samples: list[float]) -> tuple[float, float, float]:
     """(median, fastest, slowest) of a size's runs ``samples`` (microseconds per call), each the slowest rank's: a
     collective ends when its last rank does, and the spread tells a few stalled runs from every call slow."""
-    return tuple(world.allreduce(v, op=_max()) for v in (statistics.median(samples), min(samples), max(samples)))
+    return tuple(slowest(world, v) for v in (statistics.median(samples), min(samples), max(samples)))
 
 
 def result_row(args, nbytes: int, count: int, times: tuple[float, float, float], t_ref: float, wrong: int,
@@ -146,7 +148,7 @@ def run_sweep(args) -> list[dict] | None:
                 _profile(case.ours, comm.rank, world)
             samples = eager_samples(case.ours, args.iters, args.reps, barrier)
             t_ref = time_eager(reference, args.iters, args.reps, barrier) if reference is not None else float("nan")
-        t_ref = world.allreduce(t_ref, op=_max())  # the slowest rank's: a collective ends when its last rank does
+        t_ref = slowest(world, t_ref)
         comm.check_device_errors()
         for buf in registered:
             comm.deregister_buffer(buf)

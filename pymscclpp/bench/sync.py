@@ -23,6 +23,7 @@ from numba import cuda
 
 import pymscclpp.channels.memory_channel as mc
 from pymscclpp.bench.report import report
+from pymscclpp.bench.sweep import slowest
 from pymscclpp.bench.timing import time_host
 from pymscclpp.runtime.backend import IS_SIM
 from pymscclpp.runtime.memory import alloc
@@ -56,10 +57,6 @@ def meet_kernel(chans, times):
         if cuda.syncthreads_or(failed):
             return
 
-
-def slowest(world, value: float) -> float:
-    """The largest ``value`` over the ranks."""
-    return world.allreduce(value, op=MPI.MAX)
 
 
 def main(argv=None) -> None:

@@ -27,7 +27,7 @@ from ..algos.library_plans import search_space
 from ..errors import InvalidUsageError
 from .__main__ import parse_size
 from .cases import make_case
-from .sweep import setup
+from .sweep import setup, slowest
 from ..runtime.collectives import COLLECTIVES
 from .timing import capture, time_graph
 
@@ -38,8 +38,8 @@ Measure = Callable[[str, int, bool], "float | None"]
 """(algorithm name, bytes, buffers registered) -> microseconds per call, or None where it cannot serve the call
 (alike on every rank: the algorithm says so before any launch)."""
 Agree = Callable[[dict], dict]
-"""This rank's times by name -> the times every rank decides by (the slowest rank's, ``slowest``): each rank's own
-would part the ranks' winners, and with them the calls they time next."""
+"""This rank's times by name -> the times every rank decides by (the slowest rank's, ``sweep.slowest``): each rank's
+own would part the ranks' winners, and with them the calls they time next."""
 
 
 def table_from_winners(winners: list[tuple[int, str]]) -> list[list]:
@@ -56,12 +56,9 @@ def table_from_winners(winners: list[tuple[int, str]]) -> list[list]:
     return rows
 
 
-def slowest(world) -> Agree:
-    """``Agree`` over the MPI communicator ``world``: every rank's times, the largest per name."""
-    def agree(times: dict) -> dict:
-        every = world.allgather(times)
-        return {name: max(t[name] for t in every) for name in times}
-    return agree
+def slowest_times(world) -> Agree:
+    """``Agree`` over the MPI communicator ``world``: each name's time, the slowest rank's."""
+    return lambda times: {name: slowest(world, t) for name, t in times.items()}
 
 
 def tune_collective(sizes: list[int], names: list[str], measure: Measure, runs_zero_copy: Callable[[str], bool],
@@ -168,7 +165,7 @@ def main(argv=None) -> int:
                                                                        if zero_copy else ""), flush=True)
 
         has_zero_copy = lambda name, op=op: comm.algorithms.peek(op, name).zero_copy_kernel is not None  # noqa: E731
-        rows = tune_collective(sizes, names, measure, has_zero_copy, report, slowest(world))
+        rows = tune_collective(sizes, names, measure, has_zero_copy, report, slowest_times(world))
         table[op] = rows["staged"]
         if rows["zero_copy"] is not None:
             table[op + ZERO_COPY] = rows["zero_copy"]

@@ -16,8 +16,8 @@ from __future__ import annotations
 import numpy as np
 from numba import cuda
 
-from .ptx import (address_of, load_u32, load_u32_again, load_v2, load_v2_volatile, load_v4, load_v4_volatile, store_u32,
-                  store_v2, store_v2_volatile, store_v4, store_v4_volatile)
+from .ptx import (address_of, load_u32, load_u32_again, load_v2, load_v2_volatile, load_v4, load_v4_volatile, store_u16,
+                  store_u32, store_v2, store_v2_volatile, store_v4, store_v4_volatile)
 from .spin import report_quiet, spin_until
 
 LL16_BYTES = 16  # bytes of one LL16 packet
@@ -204,19 +204,61 @@ def put_word(dst, off, w, remaining):
 
 
 @cuda.jit(device=True)
+def data_pair(src, off, remaining):
+    """The two u32 of data at ``src[off:]`` with ``remaining`` bytes left: one 8-byte load when aligned, else two
+    4-byte loads, else (a 2-byte or odd offset: an uneven all-to-all's ranges) three aligned words shifted together
+    where they lie in ``src``, not eight byte loads."""
+    at = address_of(src, off)
+    if remaining >= 8 and at & _U7 == _ZERO:
+        return load_v2(src, off)
+    r = np.int64(at & _U3)
+    base = off - r
+    if remaining >= 8 and r != 0 and base >= 0 and base + 12 <= src.shape[0]:
+        bits = np.uint64(r * 8)
+        w0 = np.uint64(load_u32(src, base))
+        w1 = np.uint64(load_u32(src, base + 4))
+        w2 = np.uint64(load_u32(src, base + 8))
+        return funnel(w0, w1, bits), funnel(w1, w2, bits)
+    return data_word(src, off, remaining), data_word(src, off + 4, remaining - 4)
+
+
+@cuda.jit(device=True)
+def put_pair(dst, off, a, c, remaining):
+    """Write the low ``remaining`` (up to 8) bytes of u32 ``c:a`` to ``dst[off:]``: one 8-byte store when aligned,
+    else the widest aligned stores that fit (three at a 2-byte offset), not eight byte stores."""
+    at = address_of(dst, off)
+    if remaining >= 8 and at & _U7 == _ZERO:
+        store_v2(dst, off, a, c)
+        return
+    if remaining < 8:
+        put_word(dst, off, a, remaining)
+        put_word(dst, off + 4, c, remaining - 4)
+        return
+    v = np.uint64(a) | (np.uint64(c) << np.uint64(32))
+    r = np.int64(at & _U3)
+    k = 0
+    while k < 8:
+        al = (r + k) & 3
+        part = v >> np.uint64(8 * k)
+        if al == 0 and k <= 4:
+            store_u32(dst, off + k, np.uint32(part & np.uint64(0xFFFFFFFF)))
+            k += 4
+        elif al & 1 == 0 and k <= 6:
+            store_u16(dst, off + k, np.uint32(part & np.uint64(0xFFFF)))
+            k += 2
+        else:
+            dst[off + k] = np.uint8(part & np.uint64(0xFF))
+            k += 1
+
+
+@cuda.jit(device=True)
 def put_packets_ll16(pkt, pkt_off, src, src_off, nbytes, tid, nthreads, flag):
     """Pack ``nbytes`` of ``src`` into LL16 packets at ``pkt[pkt_off:]`` (2 bytes of packet per data byte)."""
     npkt = (nbytes + LL16_DATA - 1) // LL16_DATA
     f = np.uint32(flag)
     i = tid
     while i < npkt:
-        off = src_off + i * LL16_DATA
-        rem = nbytes - i * LL16_DATA
-        if rem >= 8 and address_of(src, off) & _U7 == _ZERO:
-            a, c = load_v2(src, off)
-        else:
-            a = data_word(src, off, rem)
-            c = data_word(src, off + 4, rem - 4)
+        a, c = data_pair(src, src_off + i * LL16_DATA, nbytes - i * LL16_DATA)
         store_v4_volatile(pkt, pkt_off + i * LL16_BYTES, a, f, c, f)
         i += nthreads
 
@@ -279,13 +321,7 @@ def unpack_packets_ll16(dst, dst_off, pkt, pkt_off, nbytes, tid, nthreads, flag,
         a, c, got = read_packet_ll16(pkt, pkt_off + i * LL16_BYTES, flag, ctx, op)
         if not got:
             return False
-        off = dst_off + i * LL16_DATA
-        rem = nbytes - i * LL16_DATA
-        if rem >= 8 and address_of(dst, off) & _U7 == _ZERO:
-            store_v2(dst, off, a, c)
-        else:
-            put_word(dst, off, a, rem)
-            put_word(dst, off + 4, c, rem - 4)
+        put_pair(dst, dst_off + i * LL16_DATA, a, c, nbytes - i * LL16_DATA)
         i += nthreads
     return True
 

@@ -19,7 +19,7 @@ __all__ = [
     "atomic_add_release", "atomic_add_relaxed", "fence_sys",
     "load_v4", "store_v4", "load_v4_volatile", "store_v4_volatile",
     "load_v2", "store_v2", "load_v2_volatile", "store_v2_volatile", "load_u32", "load_u32_again", "store_u32",
-    "u32_as_f32", "f32_as_u32", "f16_to_f32", "f32_to_f16", "globaltimer", "spin_pause", "address_of",
+    "store_u16", "u32_as_f32", "f32_as_u32", "f16_to_f32", "f32_to_f16", "globaltimer", "spin_pause", "address_of",
 ]
 
 
@@ -97,6 +97,10 @@ if IS_SIM:
     def store_u32(arr, byte_offset, a):
         """4-byte store of one u32 word at a byte offset."""
         _words(arr, byte_offset, 1)[0] = a
+
+    def store_u16(arr, byte_offset, a):
+        """2-byte store of the low 16 bits of ``a`` at a (2-byte aligned) byte offset."""
+        _np(arr).view(np.uint8)[byte_offset:byte_offset + 2].view(np.uint16)[0] = np.uint16(a)
 
     def load_v2(arr, byte_offset):
         """8-byte load of two u32 words."""
@@ -322,6 +326,16 @@ else:
     def store_u32(typingctx, arr, byte_offset, a):
         """4-byte store of one u32 word at a byte offset."""
         return types.void(arr, byte_offset, a), _vstore_codegen(1, False)
+
+    @intrinsic
+    def store_u16(typingctx, arr, byte_offset, a):
+        """2-byte store of the low 16 bits of ``a`` at a (2-byte aligned) byte offset."""
+        def codegen(context, builder, sig, args):
+            ptr = _byte_pointer(context, builder, sig.args[0], args[0], args[1], _I16)
+            val = builder.trunc(context.cast(builder, args[2], sig.args[2], types.uint32), _I16)
+            builder.store(val, ptr, align=2)
+            return context.get_dummy_value()
+        return types.void(arr, byte_offset, a), codegen
 
     @intrinsic
     def load_u32(typingctx, arr, byte_offset):

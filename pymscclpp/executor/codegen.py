@@ -480,13 +480,12 @@ def _packet_reduce_helper(name: str, k: int, m: int) -> list[str]:
            "    while j < (n + 7) // 8:",
            "        w = j * 8",
            "        rem = n - w",
-           "        x0 = P.data_word(a0, o0 + w, rem)",
-           "        x1 = P.data_word(a0, o0 + w + 4, rem - 4)"]
+           "        x0, x1 = P.data_pair(a0, o0 + w, rem)"]
     for i in range(1, k):
         out += [f"        y0, y1, ok = P.read_packet_ll16(p{i}, u{i} + j * 16, flag, wait_context, OP_PACKET)",
                 "        if not ok:", "            return False", "        " + _combine("x0", "y0"),
                 "        " + _combine("x1", "y1")]
-    out += ["        P.put_word(d0, e0 + w, x0, rem)", "        P.put_word(d0, e0 + w + 4, x1, rem - 4)"]
+    out += ["        P.put_pair(d0, e0 + w, x0, x1, rem)"]
     out += [f"        store_v4_volatile(q{j}, f{j} + j * 16, x0, fl, x1, fl)" for j in range(m)]
     out += ["        j += nt", "    return True"]
     return out

@@ -194,6 +194,14 @@ def test_an_all_to_all_with_counts_in_simple_rounds_carries_a_range_longer_than_
     assert pool(3).run(vc.all_to_allv, counts=counts, algo="simple") == ["exchange_counts_simple"] * 3
 
 
+def test_an_all_to_all_with_counts_takes_the_rounds_its_largest_range_needs_not_its_largest_total():
+    # 64 KB simulator rounds: rank 0 sends 120 KB in all, 60 KB at most to one peer (one round); a 68 KB range two
+    small, large = [[5, 15000, 15000], [10, 0, 300], [200, 7, 1]], [[3, 17000, 20], [0, 5, 1], [40, 0, 2]]
+    for counts, rounds in ((small, 1), (large, 2)):
+        for moved in pool(3).run(vc.all_to_allv_rounds, counts=counts, algo="simple"):
+            assert set(moved) == {rounds}, (counts, moved)
+
+
 def test_all_to_all_with_even_counts_equals_the_even_all_to_all():
     pool(3).run(vc.all_to_allv, counts=[[40] * 3] * 3, dtype="int32")
 

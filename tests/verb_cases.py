@@ -207,6 +207,16 @@ def all_to_allv(comm, state, counts: list, dtype: str = "float32", seed: int = 0
     return comm.last_algorithm("all_to_allv").last_kernel
 
 
+def all_to_allv_rounds(comm, state, counts: list, algo: str) -> list[int]:
+    """``all_to_allv`` twice by ``algo`` (a one-hop kernel, on lanes); the rounds the second call took in each block
+    (how far the block's flag moved)."""
+    all_to_allv(comm, state, counts, algo=algo)
+    flags = comm.last_algorithm("all_to_allv").lanes.flags
+    before = flags.copy_to_host().astype(np.int64)
+    all_to_allv(comm, state, counts, algo=algo, seed=1)
+    return (flags.copy_to_host() - before).tolist()
+
+
 def mismatched_counts(comm, state) -> str:
     """Rank 0 says it sends rank 1 one element more than rank 1 receives: every rank raises before any data
     moves (buffers untouched); the error text."""

@@ -83,12 +83,13 @@ def _zero_copy_window(comm, send: BufferInfo, keys: list[tuple]) -> Window | Non
     return None
 
 
-def _call_shape(table: list[tuple], itemsize: int) -> tuple[int, int]:
-    """(the most bytes any rank sends, a digest of every rank's send counts, 1 to 2047): the same on every rank
-    (``table``, every rank's counts), so every rank selects alike and one-meeting kernels compare one
-    fingerprint (its root field)."""
+def _call_shape(table: list[tuple], itemsize: int) -> tuple[int, int, int]:
+    """(the most bytes any rank sends, the most any rank sends one peer, a digest of every rank's send counts, 1 to
+    2047): the same on every rank (``table``, every rank's counts), so every rank selects alike, one-meeting kernels
+    compare one fingerprint (its root field) and take as many rounds as the largest range needs."""
     counts = b"".join(INT64.pack(c) for row in table for c in row[1])
-    return max(sum(row[1]) for row in table) * itemsize, zlib.crc32(counts) % 2047 + 1
+    return (max(sum(row[1]) for row in table) * itemsize, max(max(row[1]) for row in table) * itemsize,
+            zlib.crc32(counts) % 2047 + 1)
 
 
 def all_to_allv(comm, sendbuf, recvbuf, send_counts, recv_counts, stream, algo) -> None:
@@ -118,13 +119,13 @@ def all_to_allv(comm, sendbuf, recvbuf, send_counts, recv_counts, stream, algo) 
     recvs = {p: (sum(rc[:p]) * size, rc[p] * size) for p in range(n)}
     descriptors = {p: (descriptor("all_to_allv", sc[p] * size, send.dtype),
                        descriptor("all_to_allv", rc[p] * size, send.dtype)) for p in range(n)} if check else None
-    nbytes, digest = _call_shape(table, size) if table else (send.nbytes, 0)
+    nbytes, largest, digest = _call_shape(table, size) if table else (send.nbytes, send.nbytes, 0)
     if window is None:
         run(comm, "all_to_allv", send, sendbuf, recv, recvbuf, sends, recvs, descriptors, nbytes, send.dtype,
-            "sum", digest, handle, algo)
+            "sum", digest, handle, algo, peer_bytes=largest)
         return
     call = exchange_call(comm, "all_to_allv", send, recv, layout(n, sends, recvs, descriptors), nbytes,
-                         send.dtype, "sum", digest, handle)
+                         send.dtype, "sum", digest, handle, peer_bytes=largest)
     r, code = comm.rank, zero_copy_code(window)  # every pair reads zero-copy, from where its data starts in the peer
     codes = {p: (code if sc[p] else 0, code if rc[p] else 0, sum(table[p][1][:r]) * size) for p in range(n) if p != r}
     launch_reading(comm, call, algo, sends, recvs, descriptors, window, codes)

@@ -24,7 +24,8 @@ from .prepared import PreparedKernel
 class AllToAllvOneShot(PreparedKernel):
     """``all_to_allv`` in one hop of ``protocol``: packets up to ``max_bytes`` (at most ``PACKET_MAX``, a packet
     slot's data) sent by any rank, simple rounds at any size. The call's message bytes are the most any rank sends,
-    the same on every rank, so no pair's range outgrows a slot's rounds and every rank judges the call alike."""
+    and its peer bytes the most one rank sends one peer, both the same on every rank: every rank judges the call
+    alike and takes the rounds the largest range needs."""
 
     collective = "all_to_allv"
     constraint = Constraint(hosts=1, max_ranks=MAX_RANKS)
@@ -56,12 +57,12 @@ class AllToAllvOneShot(PreparedKernel):
         return super().why_not(comm, call)  # the message range: the most any rank sends, alike on every rank
 
     def bind(self, launch: Launch, call: Call) -> None:
-        """The call's buffers (as far as its table reaches), table, the most any rank sends, and fingerprint (the
-        counts' digest, the same on every rank: ``call.root``)."""
+        """The call's buffers (as far as its table reaches), table, the most one rank sends one peer (the rounds),
+        and fingerprint (the counts' digest, the same on every rank: ``call.root``)."""
         launch.set_buffer("inp", call.send.ptr, call_span(call.layout, self.nranks, False), call.send.array)
         launch.set_buffer("out", call.recv.ptr, call_span(call.layout, self.nranks, True), call.recv.array)
         launch.set_ints("table", call.layout)
-        launch.set_int("nbytes", call.message_bytes)
+        launch.set_int("nbytes", call.peer_bytes)
         launch.set_int("fingerprint", self.check.fingerprint(call))
 
     def traffic(self, message_bytes: int, nranks: int, rank: int, root: int = 0) -> tuple[int, int]:

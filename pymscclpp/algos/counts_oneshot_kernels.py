@@ -24,7 +24,8 @@ from .shares import range_share
 def exchange_counts(proto, chans, call_check, fingerprint, inp, out, scratch, flags, table, nbytes, slot_bytes, rank,
                     nranks):
     """Every peer's range of ``inp`` (``table``) to that peer, then, once every rank's call agrees, our own range
-    copied and every peer's from our scratch into ``out``; ``nbytes``, the most any rank sends, sets the rounds.
+    copied and every peer's from our scratch into ``out``; ``nbytes``, the most one rank sends one peer, sets the
+    rounds.
     Each block its share of every range (of each round's part of it)."""
     tid, nt = cuda.threadIdx.x, cuda.blockDim.x
     sh = cuda.shared.array(TABLE_WORDS, np.int64)

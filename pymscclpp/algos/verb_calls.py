@@ -79,24 +79,28 @@ def launch(comm, call: Call, algo: str | None = None, zero_copy_call: Call | Non
         comm.check_device_errors()
 
 
-def exchange_call(comm, collective, send, recv, table, size, dtype, op, root, stream) -> Call:
-    """The exchange call of ``table`` between ``send`` and ``recv`` (None: nothing on that side)."""
+def exchange_call(comm, collective, send, recv, table, size, dtype, op, root, stream,
+                  peer_bytes: int | None = None) -> Call:
+    """The exchange call of ``table`` between ``send`` and ``recv`` (None: nothing on that side) of message
+    ``size``; ``peer_bytes``: the most one rank sends one peer, where that differs (all-to-all with counts)."""
     s = CallBuffer(None) if send is None else call_buffer(send)
     r = CallBuffer(None) if recv is None else call_buffer(recv)
-    return Call(collective=collective, sendbuf=None, recvbuf=None, send=s, recv=r, peer_bytes=size,
+    return Call(collective=collective, sendbuf=None, recvbuf=None, send=s, recv=r,
+                peer_bytes=size if peer_bytes is None else peer_bytes,
                 message_bytes=size, dtype=dtype, op=op, root=root, stream=stream, in_place=False, layout=table)
 
 
 def run(comm, collective, send, sendbuf, recv, recvbuf, sends, recvs, descriptors, size, dtype, op, root, stream,
-        algo, zero_copy: tuple[Window, dict] | None = None) -> None:
+        algo, zero_copy: tuple[Window, dict] | None = None, peer_bytes: int | None = None) -> None:
     """Launch an exchange collective (one rank: its own range copied); ``zero_copy``: (the window the call reads
-    peers' buffers through, its pair codes), for the call the exchange runs (``exchange.layout``)."""
+    peers' buffers through, its pair codes), for the call the exchange runs (``exchange.layout``); ``peer_bytes``
+    as ``exchange_call`` takes it."""
     if comm.size == 1:
         (s_off, n), (r_off, _) = sends[0], recvs[0]
         copy(call_buffer(recv), r_off, call_buffer(send), s_off, n, stream)
         return
     call = exchange_call(comm, collective, send, recv, layout(comm.size, sends, recvs, descriptors), size, dtype, op,
-                         root, stream)
+                         root, stream, peer_bytes)
     window, codes = zero_copy if zero_copy is not None else (None, {})
     launch_reading(comm, call, algo, sends, recvs, descriptors, window, codes)
 

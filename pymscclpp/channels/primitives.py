@@ -225,30 +225,17 @@ def data_pair(src, off, remaining):
 @cuda.jit(device=True)
 def put_pair(dst, off, a, c, remaining):
     """Write the low ``remaining`` (up to 8) bytes of u32 ``c:a`` to ``dst[off:]``: one 8-byte store when aligned,
-    else the widest aligned stores that fit (three at a 2-byte offset), not eight byte stores."""
+    a 2-, a 4- and a 2-byte store at a 2-byte offset (16-bit data at an uneven element offset), else by words."""
     at = address_of(dst, off)
     if remaining >= 8 and at & _U7 == _ZERO:
         store_v2(dst, off, a, c)
-        return
-    if remaining < 8:
+    elif remaining >= 8 and at & _U3 == np.uint64(2):
+        store_u16(dst, off, a)
+        store_u32(dst, off + 2, np.uint32((a >> np.uint32(16)) | (c << np.uint32(16))))
+        store_u16(dst, off + 6, c >> np.uint32(16))
+    else:
         put_word(dst, off, a, remaining)
         put_word(dst, off + 4, c, remaining - 4)
-        return
-    v = np.uint64(a) | (np.uint64(c) << np.uint64(32))
-    r = np.int64(at & _U3)
-    k = 0
-    while k < 8:
-        al = (r + k) & 3
-        part = v >> np.uint64(8 * k)
-        if al == 0 and k <= 4:
-            store_u32(dst, off + k, np.uint32(part & np.uint64(0xFFFFFFFF)))
-            k += 4
-        elif al & 1 == 0 and k <= 6:
-            store_u16(dst, off + k, np.uint32(part & np.uint64(0xFFFF)))
-            k += 2
-        else:
-            dst[off + k] = np.uint8(part & np.uint64(0xFF))
-            k += 1
 
 
 @cuda.jit(device=True)

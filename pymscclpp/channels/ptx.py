@@ -100,7 +100,7 @@ if IS_SIM:
 
     def store_u16(arr, byte_offset, a):
         """2-byte store of the low 16 bits of ``a`` at a (2-byte aligned) byte offset."""
-        _np(arr).view(np.uint8)[byte_offset:byte_offset + 2].view(np.uint16)[0] = np.uint16(a)
+        _np(arr).view(np.uint8)[byte_offset:byte_offset + 2].view(np.uint16)[0] = np.uint16(int(a) & 0xFFFF)
 
     def load_v2(arr, byte_offset):
         """8-byte load of two u32 words."""

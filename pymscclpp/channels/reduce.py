@@ -12,7 +12,7 @@ import numpy as np
 from numba import cuda
 
 from .packed import add_bf16x2, add_f16x2, has_bf16x2
-from .primitives import (LL16_BYTES, LL16_DATA, data_pair, gather_word, put_pair, scatter_word,
+from .primitives import (LL16_BYTES, LL16_DATA, data_word, gather_word, put_pair, scatter_word,
                          read_packet_ll16_from)
 from .ptx import (address_of, f16_to_f32, f32_as_u32, f32_to_f16, load_u32, load_v4, store_u32,
                   store_v4, u32_as_f32)
@@ -187,7 +187,8 @@ def reduce_packet_ll16(i, local, local_off, local_slot, pkt, pkt_off, slot_strid
     a1 = np.uint32(0)
     for s in range(nslots):
         if s == local_slot:
-            x0, x1 = data_pair(local, local_off + off, rem)
+            x0 = data_word(local, local_off + off, rem)  # not data_pair: 6 registers more in reduce_ll (63 to 69)
+            x1 = data_word(local, local_off + off + 4, rem - 4)
         else:
             x0, x1, ok = read_packet_ll16_from(pkt, pkt_off + s * slot_stride + i * LL16_BYTES, flag, ctx, s, op_code)
             if not ok:

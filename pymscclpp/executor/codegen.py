@@ -480,7 +480,8 @@ def _packet_reduce_helper(name: str, k: int, m: int) -> list[str]:
            "    while j < (n + 7) // 8:",
            "        w = j * 8",
            "        rem = n - w",
-           "        x0, x1 = P.data_pair(a0, o0 + w, rem)"]
+           "        x0 = P.data_word(a0, o0 + w, rem)",
+           "        x1 = P.data_word(a0, o0 + w + 4, rem - 4)"]
     for i in range(1, k):
         out += [f"        y0, y1, ok = P.read_packet_ll16(p{i}, u{i} + j * 16, flag, wait_context, OP_PACKET)",
                 "        if not ok:", "            return False", "        " + _combine("x0", "y0"),

@@ -187,15 +187,9 @@ def test_all_to_all_with_uneven_counts_matches_numpy_in_one_hop_and_through_the_
     assert pool(size).run(vc.all_to_allv, counts=counts, algo=algo) == [kernel] * size
 
 
-def test_an_all_to_all_with_counts_in_simple_rounds_carries_a_range_longer_than_a_round():
-    # the simulator's simple rounds are 64 KB a slot: rank 0 sends rank 1 68 KB (two rounds) while every other pair
-    # is done in the first round, and every rank still meets every round
-    counts = [[3, 17000, 20], [0, 5, 1], [40, 0, 2]]
-    assert pool(3).run(vc.all_to_allv, counts=counts, algo="simple") == ["exchange_counts_simple"] * 3
-
-
-def test_an_all_to_all_with_counts_takes_the_rounds_its_largest_range_needs_not_its_largest_total():
-    # 64 KB simulator rounds: rank 0 sends 120 KB in all, 60 KB at most to one peer (one round); a 68 KB range two
+def test_an_all_to_all_with_counts_in_simple_rounds_takes_the_rounds_its_largest_range_needs_and_is_exact():
+    # 64 KB simulator rounds: rank 0 sends 120 KB in all, 60 KB at most to one peer (one round); rank 0 sends rank 1
+    # 68 KB (two rounds) while every other pair is done in the first, and every rank still meets every round
     small, large = [[5, 15000, 15000], [10, 0, 300], [200, 7, 1]], [[3, 17000, 20], [0, 5, 1], [40, 0, 2]]
     for counts, rounds in ((small, 1), (large, 2)):
         for moved in pool(3).run(vc.all_to_allv_rounds, counts=counts, algo="simple"):

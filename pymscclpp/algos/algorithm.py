@@ -54,14 +54,14 @@ def device_buffer(buf) -> CallBuffer:
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class Call:
-    """One checked collective call, as an algorithm launches it. ``sendbuf``/``recvbuf`` are the caller's
-    buffers (``recvbuf`` is ``sendbuf`` in place); ``send``/``recv`` the same buffers as kernels take them;
-    ``peer_bytes`` is what one rank sends one peer; ``message_bytes`` the message size selection reads. ``kept``:
-    a call the Communicator remembers (``algos.repeats``) and launches again as this very object; for an
-    algorithm whose launch reads addresses only it holds no buffer objects (``sendbuf``/``recvbuf`` None), so a
-    launch may key what it prepared by the call's identity. ``layout``: an exchange call's per-peer table
-    (``algos.exchange``; send/recv, all-to-all with counts, gather, scatter, reduce), else empty; ``window``: the
-    mapped send buffers (``algos.windows.Window``) a zero-copy exchange reads peers' data from, else None."""
+    """One checked collective call, as an algorithm launches it. ``sendbuf``/``recvbuf`` are the caller's buffers
+    (``recvbuf`` is ``sendbuf`` in place); ``send``/``recv`` the same buffers as kernels take them; ``peer_bytes``
+    is what one rank sends one peer (with counts, the most any rank sends one); ``message_bytes`` the message size
+    selection reads. ``kept``: a call the Communicator remembers (``algos.repeats``) and launches again as this very
+    object; for an algorithm whose launch reads addresses only it holds no buffer objects (``sendbuf``/``recvbuf``
+    None), so a launch may key what it prepared by the call's identity. ``layout``: an exchange call's per-peer
+    table (``algos.exchange``; send/recv, all-to-all with counts, gather, scatter, reduce), else empty; ``window``:
+    the mapped send buffers (``algos.windows.Window``) a zero-copy exchange reads peers' data from, else None."""
 
     collective: str
     sendbuf: object

@@ -58,7 +58,6 @@ def meet_kernel(chans, times):
             return
 
 
-
 def main(argv=None) -> None:
     ap = argparse.ArgumentParser(prog="python -m pymscclpp.bench --op sync", description=__doc__)
     ap.add_argument("--iters", type=int, default=2 if IS_SIM else 20, help="launches per graph")

@@ -28,11 +28,11 @@ def exchange_counts(proto, chans, call_check, fingerprint, inp, out, scratch, fl
     rounds.
     Each block its share of every range (of each round's part of it)."""
     tid, nt = cuda.threadIdx.x, cuda.blockDim.x
-    sh = cuda.shared.array(TABLE_WORDS, np.int64)
-    fill_table(sh, table)
     flag, seq, may_send = open_call(proto, call_check, fingerprint, flags, rank, nranks)
     if not may_send:
         return
+    sh = cuda.shared.array(TABLE_WORDS, np.int64)
+    fill_table(sh, table)  # after the call's fingerprint is posted: peers wait for that, not for the table
     for rd in range(rounds(proto, nbytes, slot_bytes)):
         half = (flag % 2) * nranks * slot_bytes
         start = rd * slot_bytes

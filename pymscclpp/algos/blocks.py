@@ -11,7 +11,7 @@ from __future__ import annotations
 import numpy as np
 from numba import cuda
 
-from ..callcheck.device import begin_call, calls_agree, judge_peer, settle, zero_copy_calls_agree
+from ..callcheck.device import begin_call, calls_agree, judge_peer, post_call, settle, zero_copy_calls_agree
 from ..channels import memory_channel as mc
 from ..channels import primitives as prim
 from ..channels import reduce as red
@@ -101,7 +101,15 @@ def agree_and_meet(chans, call_check, fingerprint, windows, rank, nranks):
     block has then read every peer's fingerprint of this call, which a peer posts once its kernel has started
     (so the work before it on its stream is done, and its last call's final barrier passed): that is the meeting.
     With the check off (``fingerprint`` 0) the block meets every peer by a barrier instead."""
-    if not zero_copy_calls_agree(call_check, fingerprint, windows, rank, nranks):
+    return meet_when_posted(chans, call_check, fingerprint, windows, post_call(call_check, fingerprint, windows, rank,
+                                                                               nranks), rank, nranks)
+
+
+@cuda.jit(device=True)
+def meet_when_posted(chans, call_check, fingerprint, windows, seq, rank, nranks):
+    """``agree_and_meet`` once ``post_call`` has posted the call (``seq``): a kernel may do local work between the
+    two while its fingerprint travels."""
+    if not zero_copy_calls_agree(call_check, fingerprint, windows, seq, rank, nranks):
         return False
     if fingerprint == 0:
         signal_and_wait_all(chans, nranks)

@@ -11,7 +11,8 @@ from __future__ import annotations
 import numpy as np
 from numba import cuda
 
-from .blocks import agree_and_meet, meet_all
+from ..callcheck.device import post_call
+from .blocks import meet_all, meet_when_posted
 from .exchange_kernels import TABLE_WORDS, ZC_PEERS, copy_reads, fill_table
 from .protocols import SIMPLE_LIMITS
 
@@ -22,9 +23,10 @@ READ_ALL = (1 << ZC_PEERS) - 1  # ``copy_reads``' mode bits: every peer's range 
 def exchange_counts_read_simple(chans, call_check, fingerprint, windows, ins, inp, out, table, rank, nranks):
     """Every peer's range for us (``table``) read from its send buffer (``ins``) into ``out``, our own range copied,
     between two meetings of every rank (pulls write no peer's memory: the second one orders nothing)."""
+    seq = post_call(call_check, fingerprint, windows, rank, nranks)
     sh = cuda.shared.array(TABLE_WORDS, np.int64)
-    fill_table(sh, table)
-    if not agree_and_meet(chans, call_check, fingerprint, windows, rank, nranks):
+    fill_table(sh, table)  # while the call's fingerprint travels: peers wait for that, not for the table
+    if not meet_when_posted(chans, call_check, fingerprint, windows, seq, rank, nranks):
         return
     copy_reads(sh, np.int64(READ_ALL), ins, inp, out, rank, nranks)
     meet_all(chans, nranks, False, -1)

@@ -1,7 +1,8 @@
 """The call check, device side: before a call writes any output byte or waits for a peer's data, its ranks compare
-call fingerprints (``begin_call`` then ``calls_agree`` in a one-shot or two-step kernel; ``zero_copy_calls_agree``,
-with the registrations of the buffers it maps, in a zero-copy one; ``checked_call`` in the executor's and the check
-kernel; ``call_agreed`` in what runs after the check kernel). Host side: ``callcheck.area``.
+call fingerprints (``begin_call`` then ``calls_agree`` in a one-shot or two-step kernel; ``post_call`` then
+``zero_copy_calls_agree``, with the registrations of the buffers it maps, in a zero-copy one; ``checked_call`` in
+the executor's and the check kernel; ``call_agreed`` in what runs after the check kernel). Host side:
+``callcheck.area``.
 """
 
 from __future__ import annotations
@@ -75,10 +76,10 @@ def calls_agree(call_check, fingerprint, seq, rank, nranks):
 
 
 @cuda.jit(device=True)
-def zero_copy_calls_agree(call_check, fingerprint, tag, rank, nranks):
-    """The call check of a zero-copy kernel: ``post_call`` with its windows ``tag``, then ``compare_calls``."""
-    return compare_calls(call_check, fingerprint, tag, post_call(call_check, fingerprint, tag, rank, nranks), rank,
-                         nranks, OP_CALLCHECK)
+def zero_copy_calls_agree(call_check, fingerprint, tag, seq, rank, nranks):
+    """The call check of a zero-copy kernel once ``post_call`` has posted it with its windows ``tag`` (``seq``):
+    ``compare_calls``."""
+    return compare_calls(call_check, fingerprint, tag, seq, rank, nranks, OP_CALLCHECK)
 
 
 @cuda.jit(device=True)

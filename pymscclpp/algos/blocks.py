@@ -101,8 +101,8 @@ def agree_and_meet(chans, call_check, fingerprint, windows, rank, nranks):
     block has then read every peer's fingerprint of this call, which a peer posts once its kernel has started
     (so the work before it on its stream is done, and its last call's final barrier passed): that is the meeting.
     With the check off (``fingerprint`` 0) the block meets every peer by a barrier instead."""
-    return meet_when_posted(chans, call_check, fingerprint, windows, post_call(call_check, fingerprint, windows, rank,
-                                                                               nranks), rank, nranks)
+    seq = post_call(call_check, fingerprint, windows, rank, nranks)
+    return meet_when_posted(chans, call_check, fingerprint, windows, seq, rank, nranks)
 
 
 @cuda.jit(device=True)

@@ -13,7 +13,7 @@ from ..channels import primitives as prim
 from ..channels.peers import peer_index, peer_rank
 from ..channels.ptx import address_of
 from .blocks import (agree_and_meet, agreed_before_receiving, begin_and_send, copy_unless_same, end_round, open_call,
-                     meet_all, receive, sync_round)
+                     meet_all, peer_groups, receive, sync_round)
 from .protocols import PACKET, SIMPLE_LIMITS, SIMPLE, rounds, scale
 from .shares import end_to_end_share, part_of
 
@@ -37,10 +37,11 @@ def exchange(proto, chans, call_check, fingerprint, inp, out, scratch, flags, nb
                 copy_unless_same(out, rank * nbytes + at, inp, rank * send_stride + at, n, tid, nt)
             sync_round(proto, chans, nranks)  # in place, our slots are read above before peers' data lands below
             if n > 0:
-                for j in range(nranks - 1):
+                first, step, t, gn = peer_groups(proto, nranks - 1, tid, nt)
+                for j in range(first, nranks - 1, step):
                     p = peer_rank(j, rank)
-                    receive(proto, out, p * nbytes + at, scratch, half + p * slot_bytes + scratch_scale * lo, n, tid,
-                            nt, flag, chans[j])
+                    receive(proto, out, p * nbytes + at, scratch, half + p * slot_bytes + scratch_scale * lo, n, t,
+                            gn, flag, chans[j])
         flag = end_round(flags, flag)
 
 

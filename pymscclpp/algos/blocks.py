@@ -172,12 +172,31 @@ def send(proto, dst, dst_off, src, src_off, n, tid, nthreads, flag):
 
 
 @cuda.jit(device=True)
+def peer_groups(proto, npeers, tid, nthreads):
+    """How a block's threads share a loop over ``npeers`` peers: (first peer index, step, thread index within its
+    group, the group's threads). Packets split the block into warp-aligned groups, one per peer (a group takes
+    every ``step``-th peer when the block has fewer warps than peers; spare warps take none), so a thread's memory
+    round trips to different peers overlap instead of following one another; simple rounds keep the whole block on
+    each peer in turn (their copies keep loads in flight themselves)."""
+    warps = nthreads // 32
+    groups = min(npeers, warps)
+    if proto != PACKET or groups <= 1:
+        return 0, 1, tid, nthreads
+    size = warps // groups * 32
+    g = tid // size
+    if g >= groups:
+        return npeers, 1, 0, size
+    return g, groups, tid - g * size, size
+
+
+@cuda.jit(device=True)
 def send_to_peers(proto, chans, dst_off, src, src_off, send_stride, rank, nranks, n, tid, nthreads, flag):
-    """``send`` ``n`` bytes into every peer's scratch at ``dst_off`` (``peer_after`` order): peer p's from
-    ``src[p * send_stride + src_off:]``."""
-    for i in range(nranks - 1):
+    """``send`` ``n`` bytes into every peer's scratch at ``dst_off`` (``peer_after`` order, ``peer_groups``): peer
+    p's from ``src[p * send_stride + src_off:]``."""
+    first, step, t, nt = peer_groups(proto, nranks - 1, tid, nthreads)
+    for i in range(first, nranks - 1, step):
         j = peer_after(i, rank, nranks)
-        send(proto, chans[j].dst, dst_off, src, peer_rank(j, rank) * send_stride + src_off, n, tid, nthreads, flag)
+        send(proto, chans[j].dst, dst_off, src, peer_rank(j, rank) * send_stride + src_off, n, t, nt, flag)
 
 
 @cuda.jit(device=True)

@@ -14,7 +14,8 @@ import numpy as np
 from numba import cuda
 
 from ..channels.peers import peer_after, peer_rank
-from .blocks import (agreed_before_receiving, copy_unless_same, end_round, open_call, receive, send, sync_round)
+from .blocks import (agreed_before_receiving, copy_unless_same, end_round, open_call, peer_groups, receive, send,
+                     sync_round)
 from .exchange_kernels import RECV_N, RECV_OFF, ROW, SEND_N, SEND_OFF, TABLE_WORDS, fill_table
 from .protocols import PACKET, SIMPLE, SIMPLE_LIMITS, rounds, scale
 from .shares import range_share
@@ -36,25 +37,26 @@ def exchange_counts(proto, chans, call_check, fingerprint, inp, out, scratch, fl
     for rd in range(rounds(proto, nbytes, slot_bytes)):
         half = (flag % 2) * nranks * slot_bytes
         start = rd * slot_bytes
-        for i in range(nranks - 1):  # peer_after order: the ranks write into different peers at once
+        first, step, t, gn = peer_groups(proto, nranks - 1, tid, nt)
+        for i in range(first, nranks - 1, step):  # peer_after order: the ranks write into different peers at once
             j = peer_after(i, rank, nranks)
             p = peer_rank(j, rank)
             lo, n = range_share(proto, sh[ROW * p + SEND_N], slot_bytes, rd)
             if n > 0:
                 send(proto, chans[j].dst, half + rank * slot_bytes + scale(proto) * lo, inp,
-                     sh[ROW * p + SEND_OFF] + start + lo, n, tid, nt, flag)
+                     sh[ROW * p + SEND_OFF] + start + lo, n, t, gn, flag)
         if agreed_before_receiving(proto, call_check, fingerprint, seq, rank, nranks):
             lo, n = range_share(proto, sh[ROW * rank + SEND_N], slot_bytes, rd)
             if n > 0:
                 copy_unless_same(out, sh[ROW * rank + RECV_OFF] + start + lo, inp,
                                  sh[ROW * rank + SEND_OFF] + start + lo, n, tid, nt)
             sync_round(proto, chans, nranks)
-            for j in range(nranks - 1):
+            for j in range(first, nranks - 1, step):
                 p = peer_rank(j, rank)
                 lo, n = range_share(proto, sh[ROW * p + RECV_N], slot_bytes, rd)
                 if n > 0:
                     receive(proto, out, sh[ROW * p + RECV_OFF] + start + lo, scratch,
-                            half + p * slot_bytes + scale(proto) * lo, n, tid, nt, flag, chans[j])
+                            half + p * slot_bytes + scale(proto) * lo, n, t, gn, flag, chans[j])
         flag = end_round(flags, flag)
 
 

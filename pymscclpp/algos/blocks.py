@@ -18,8 +18,13 @@ from ..channels import reduce as red
 from ..channels.device_errors import OP_CALLCHECK, OP_PACKET, QUIET
 from ..channels.peers import peer_after, peer_rank
 from ..channels.ptx import address_of
+from ..runtime.backend import IS_SIM
 from .protocols import PACKET, SIMPLE, scale
 from .shares import begin, first_flag
+
+# ``peer_groups``' unit: a warp on the GPU; on the simulator, whose blocks have 32 threads, a quarter of one, so
+# its tests split blocks by peer too
+GROUP_THREADS = 8 if IS_SIM else 32
 
 
 @cuda.jit(device=True)
@@ -174,15 +179,16 @@ def send(proto, dst, dst_off, src, src_off, n, tid, nthreads, flag):
 @cuda.jit(device=True)
 def peer_groups(proto, npeers, tid, nthreads):
     """How a block's threads share a loop over ``npeers`` peers: (first peer index, step, thread index within its
-    group, the group's threads). Packets split the block into warp-aligned groups, one per peer (a group takes
-    every ``step``-th peer when the block has fewer warps than peers; spare warps take none), so a thread's memory
-    round trips to different peers overlap instead of following one another; simple rounds keep the whole block on
-    each peer in turn (their copies keep loads in flight themselves)."""
-    warps = nthreads // 32
-    groups = min(npeers, warps)
+    group, the group's threads). Packets split the block into groups of whole ``GROUP_THREADS``, one per peer (a
+    group takes every ``step``-th peer when the block has fewer such units than peers; spare units take none), so a
+    thread's memory round trips to different peers overlap instead of following one another (at 8 ranks the small
+    exchanges take 35-40% less time, docs/performance.md); simple rounds keep the whole block on each peer in turn
+    (their copies keep loads in flight themselves)."""
+    units = nthreads // GROUP_THREADS
+    groups = min(npeers, units)
     if proto != PACKET or groups <= 1:
         return 0, 1, tid, nthreads
-    size = warps // groups * 32
+    size = units // groups * GROUP_THREADS
     g = tid // size
     if g >= groups:
         return npeers, 1, 0, size

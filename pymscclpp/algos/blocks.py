@@ -178,12 +178,10 @@ def send(proto, dst, dst_off, src, src_off, n, tid, nthreads, flag):
 
 @cuda.jit(device=True)
 def peer_groups(proto, npeers, tid, nthreads):
-    """How a block's threads share a loop over ``npeers`` peers: (first peer index, step, thread index within its
-    group, the group's threads). Packets split the block into groups of whole ``GROUP_THREADS``, one per peer (a
-    group takes every ``step``-th peer when the block has fewer such units than peers; spare units take none), so a
-    thread's memory round trips to different peers overlap instead of following one another (at 8 ranks the small
-    exchanges take 35-40% less time, docs/performance.md); simple rounds keep the whole block on each peer in turn
-    (their copies keep loads in flight themselves)."""
+    """(first peer index, step, thread index in its group, the group's threads) of a loop over ``npeers`` peers.
+    Packets give each peer a group of whole ``GROUP_THREADS`` units (a group takes every ``step``-th peer when units
+    are fewer than peers), so a thread's round trips to different peers overlap (docs/algorithms.md); simple rounds
+    keep the whole block on each peer."""
     units = nthreads // GROUP_THREADS
     groups = min(npeers, units)
     if proto != PACKET or groups <= 1:

@@ -1,7 +1,9 @@
-"""Run a list of collective test cases on every MPI rank, one PASS/FAIL line each, and count failures."""
+"""Run a list of collective test cases on every MPI rank, one PASS/FAIL line each (with the slowest rank's
+seconds: where a runner's time goes), and count failures."""
 
 from __future__ import annotations
 
+import time
 import traceback
 
 from mpi4py import MPI
@@ -14,6 +16,7 @@ def run_cases(comm, plan: list, label: str, state: dict | None = None, stop_on_f
     state = {} if state is None else state
     failures = 0
     for fn, params in plan:
+        start = time.monotonic()
         try:
             fn(comm, state, **params)
             ok = True
@@ -21,9 +24,10 @@ def run_cases(comm, plan: list, label: str, state: dict | None = None, stop_on_f
             ok = False
             traceback.print_exc()
         all_ok = MPI.COMM_WORLD.allreduce(int(ok), op=MPI.MIN)
+        seconds = MPI.COMM_WORLD.allreduce(time.monotonic() - start, op=MPI.MAX)
         failures += 0 if all_ok else 1
         if comm.rank == 0:
-            print(f"{'PASS' if all_ok else 'FAIL'} {fn.__name__} {params}", flush=True)
+            print(f"{'PASS' if all_ok else 'FAIL'} {fn.__name__} {params} ({seconds:.2f} s)", flush=True)
         if failures and stop_on_failure:
             break
     if comm.rank == 0:

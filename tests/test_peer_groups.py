@@ -62,7 +62,8 @@ def test_packet_groups_are_whole_units_and_spread_the_peers_as_far_as_the_block_
     assert all(n % GROUP_THREADS == 0 for threads in served.values() for _, _, n in threads)
     ngroups = min(npeers, units)
     assert max(per_thread.values()) == -(-npeers // ngroups)  # a thread serves as few peers as there are groups for
-    assert nthreads - len(per_thread) < (ngroups + 1) * GROUP_THREADS  # spare: less than a unit per group, and a part
+    # idle threads: the units left over after an even split (fewer than one per group) and a last partial unit
+    assert nthreads - len(per_thread) < (ngroups + 1) * GROUP_THREADS
 
 
 @pytest.mark.parametrize("npeers,nthreads", [(1, 512), (7, 512), (3, 32)])

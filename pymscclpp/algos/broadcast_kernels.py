@@ -11,8 +11,8 @@ from numba import cuda
 from ..channels import memory_channel as mc
 from ..callcheck.device import begin_call, calls_agree
 from ..channels.peers import peer_index
-from .blocks import (announce_round, await_round, copy_unless_same, end_round, first_credits, receive, return_credit,
-                     send)
+from .blocks import (announce_round, await_round, copy_unless_same, end_round, first_credits, peer_groups, receive,
+                     return_credit, send)
 from .protocols import PACKET, SIMPLE_LIMITS, SIMPLE, rounds, scale
 from .shares import begin, first_flag
 
@@ -42,8 +42,9 @@ def broadcast(proto, chans, call_check, fingerprint, inp, out, scratch, flags, n
                 mc.wait(chans[tid], b)
             cuda.syncthreads()
             if n > 0:
-                for j in range(nranks - 1):
-                    send(proto, chans[j].dst, half + scratch_scale * lo, inp, at, n, tid, nt, flag)
+                first, step, t, gn = peer_groups(proto, nranks - 1, tid, nt)
+                for j in range(first, nranks - 1, step):
+                    send(proto, chans[j].dst, half + scratch_scale * lo, inp, at, n, t, gn, flag)
                 copy_unless_same(out, at, inp, at, n, tid, nt)
             announce_round(proto, chans, nranks)
         else:

@@ -15,7 +15,8 @@ from ..channels import primitives as prim
 from ..channels import reduce as red
 from ..channels.device_errors import OP_PACKET
 from ..channels.peers import peer_rank
-from .blocks import end_round
+from .blocks import end_round, peer_groups
+from .protocols import PACKET
 from .twoshot_kernels import begin_two_step, shard_bytes, shard_slice
 
 
@@ -29,10 +30,11 @@ def all_reduce_packet_two_shot(chans, call_check, fingerprint, inp, out, scratch
     seq = begin_call(call_check, fingerprint, rank, nranks)
     wire = 2 * shard_bytes(nbytes, nranks)  # packet bytes of one shard
     results = half + nranks * wire  # the result area: slot s holds rank s's reduced shard
-    for j in range(nranks - 1):
+    first, step, t, gn = peer_groups(PACKET, nranks - 1, tid, nt)
+    for j in range(first, nranks - 1, step):
         start, lo, n, _ = shard_slice(nbytes, nbytes, nranks, peer_rank(j, rank))
         if n > 0:
-            prim.put_packets_ll16(chans[j].dst, half + rank * wire + 2 * lo, inp, start, n, tid, nt, flag)
+            prim.put_packets_ll16(chans[j].dst, half + rank * wire + 2 * lo, inp, start, n, t, gn, flag)
     if calls_agree(call_check, fingerprint, seq, rank, nranks):
         start, lo, n, _ = shard_slice(nbytes, nbytes, nranks, rank)
         reduced = n <= 0 or red.reduce_packets_ll16(out, start, inp, start, rank, scratch, half + 2 * lo, wire,
@@ -42,11 +44,11 @@ def all_reduce_packet_two_shot(chans, call_check, fingerprint, inp, out, scratch
                 for j in range(nranks - 1):
                     prim.put_packets_ll16(chans[j].dst, results + rank * wire + 2 * lo, out, start, n, tid, nt,
                                           flag)
-            for j in range(nranks - 1):
+            for j in range(first, nranks - 1, step):
                 p = peer_rank(j, rank)
                 start, lo, n, _ = shard_slice(nbytes, nbytes, nranks, p)
-                if n > 0 and not prim.unpack_packets_ll16(out, start, scratch, results + p * wire + 2 * lo, n, tid,
-                                                          nt, flag, chans[j], OP_PACKET):
+                if n > 0 and not prim.unpack_packets_ll16(out, start, scratch, results + p * wire + 2 * lo, n, t, gn,
+                                                          flag, chans[j], OP_PACKET):
                     break
     end_round(flags, flag)
 

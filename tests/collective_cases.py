@@ -479,6 +479,29 @@ def selection_follows_the_zero_copy_rows(comm, state, count: int) -> None:
     assert names == {"all_reduce": "packet", "reduce_scatter": "packet"}, names  # a staged row: the staged choice
 
 
+def default_all_reduce_rows_at_eight_ranks(comm, state, count: int) -> dict:
+    """The default table's all-reduce of ``count`` float32 on unregistered buffers, then on registered ones, each
+    exact; returns (algorithm, kernel) of each (the two-shot packets staged, ``rsag``'s zero-copy kernel above
+    the one-shot packets at 8 ranks)."""
+    from pymscclpp.runtime.memory import alloc, view_as
+    send, recv = view_as(alloc(4 * count), np.float32), view_as(alloc(4 * count), np.float32)
+    served = {}
+    for it, registered in enumerate((False, True)):
+        if registered:
+            comm.register_buffer(send)
+            comm.register_buffer(recv)
+        send.copy_to_device(rank_data(comm.rank, count, "float32", it))
+        comm.all_reduce(send, recv)
+        cuda.synchronize()
+        comm.check_device_errors()
+        np.testing.assert_array_equal(recv.copy_to_host(), expected_allreduce(comm.size, count, "float32", it, "sum"))
+        algo = comm.last_algorithm("all_reduce")
+        served["registered" if registered else "staged"] = (algo.name, algo.last_kernel)
+    comm.deregister_buffer(send)
+    comm.deregister_buffer(recv)
+    return served
+
+
 def kept_calls_switch_to_zero_copy_when_captured(comm, state, count: int) -> None:
     """A call repeated eagerly (kept, ``algos.repeats``) on buffers that are not registered stays with the staged
     choice; the same call made while its stream is captured (the capture check forced true) runs what the

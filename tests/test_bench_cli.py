@@ -135,7 +135,9 @@ def test_the_tuner_keeps_other_rank_counts_tables_in_its_file(tmp_path):
 
 @pytest.mark.parametrize("nranks,size,collective,name", [
     (2, 1 << 20, "all_reduce", "simple"), (2, 64 << 20, "all_reduce", "rsag"), (4, 1 << 20, "all_reduce", "rsag"),
-    (8, 128 << 10, "all_reduce", "rsag"), (8, 32 << 10, "all_reduce", "packet_wide"),
+    (8, 128 << 10, "all_reduce", "rsag_packet"), (8, 256 << 10, "all_reduce", "rsag_packet"),
+    (8, 512 << 10, "all_reduce", "rsag"), (4, 128 << 10, "all_reduce", "packet_wide"),
+    (8, 32 << 10, "all_reduce", "packet_wide"),
     (2, 2 << 10, "all_reduce", "packet_one_block"), (2, 4 << 10, "all_reduce", "packet"),
     (8, 1 << 10, "all_reduce", "packet"), (2, 1 << 10, "reduce", "packet_one_block"),
     (2, 64 << 10, "reduce", "packet_wide"),
@@ -159,7 +161,15 @@ def test_two_rank_zero_copy_rows_name_the_two_step_kernels_above_the_packets(col
     from pymscclpp.algos import collection
     rows = collection.default_table(2)[collective + collection.ZERO_COPY]
     assert next(n for limit, n in rows if size <= limit) == name
-    assert collective + collection.ZERO_COPY not in collection.default_table(8)
+    assert "reduce_scatter" + collection.ZERO_COPY not in collection.default_table(8)
+
+
+@pytest.mark.parametrize("size,name", [(32 << 10, "packet_wide"), (128 << 10, "rsag"), (1 << 20, "rsag")])
+def test_eight_rank_zero_copy_all_reduces_keep_rsag_above_the_one_shot_packets(size, name):
+    from pymscclpp.algos import collection
+    rows = collection.default_table(8)["all_reduce" + collection.ZERO_COPY]
+    assert next(n for limit, n in rows if size <= limit) == name
+    assert "all_reduce" + collection.ZERO_COPY not in collection.default_table(4)
 
 
 @pytest.mark.parametrize("nranks,size,name", [(3, 1 << 10, "read"), (3, 1 << 20, "read"), (7, 256 << 10, "read"),

@@ -93,3 +93,9 @@ def test_small_zero_copy_all_to_alls_with_counts_read_peers_by_default_on_eight_
     got = pool8.run(vc.all_to_allv_zero_copy, timeout=300, counts=counts, dtype="float16", registered=[0] * 8,
                     captured=False, algo=None, served_by="read")
     assert got == ["zero-copy (registered)"] * 8, got
+
+
+def test_mid_size_all_reduces_run_the_two_shot_packets_staged_and_rsag_zero_copy_on_eight_ranks(pool8):
+    outs = pool8.run(cases.default_all_reduce_rows_at_eight_ranks, timeout=300, count=(128 << 10) // 4)
+    assert all(o == {"staged": ("rsag_packet", "all_reduce_packet_two_shot_ll"),
+                     "registered": ("rsag", "all_reduce_zero_copy_simple")} for o in outs), outs

@@ -40,6 +40,9 @@ ZERO_COPY = "@zero_copy"  # a table key's suffix: the rows of a collective's cal
 # at 2 ranks, all-reduces and reduces up to this size run their packets on one block of 256 threads (a packet per
 # thread): 0.8 us faster at 1-2 KB than on 16 blocks, slower from 4 KB (docs/performance.md)
 ONE_BLOCK_MAX = 2 << 10
+# at 8 ranks, staged all-reduces above the one-shot packets and up to this size run the two-shot packets: 128 and
+# 256 KB 1.6-1.9x faster than rsag (H100, docs/performance.md); 512 KB 1.4x slower
+RSAG_PACKET_MAX = 256 << 10
 # algorithms set up together, in one collective set-up: the verbs' exchanges share lanes with every peer, and a
 # rank's first call of them may be any verb (two ranks' send/recv while a third's first is a gather)
 SET_UP_TOGETHER = [frozenset((c, name) for c in EXCHANGED) for name in ("exchange", "cross_host")]
@@ -48,7 +51,8 @@ SET_UP_TOGETHER = [frozenset((c, name) for c in EXCHANGED) for name in ("exchang
 def default_table(nranks: int) -> dict:
     """The built-in selection table for ``nranks`` ranks, from one H200 shared by the ranks (docs/performance.md):
     packets for small messages (at 2 ranks, to ``ONE_BLOCK_MAX``, an all-reduce or reduce on one block); above, the
-    two-step kernels from 3 ranks up (from 64 KB at 8 ranks, where the one-shot packets move 7x the bytes), and at 2
+    two-step kernels from 3 ranks up (from 64 KB at 8 ranks, where the one-shot packets move 7x the bytes; there the
+    all-reduce's as packets to ``RSAG_PACKET_MAX``, but for calls that run zero-copy, which keep ``rsag``), and at 2
     ranks the one-shot simple kernels, except a two-shot all-reduce from 16 MB; reduce as the all-reduce's packets
     (its non-roots drop their result), then two-step (at 2 ranks the verbs' exchange between, to 1 MB); broadcast
     from 3 ranks in two steps from 64 KB (the root's packets to every peer cost 2x the scatter + all-gather at 256 KB
@@ -61,8 +65,10 @@ def default_table(nranks: int) -> dict:
     packet_max = 64 << 10 if nranks >= 8 else 256 << 10
     small = [*([(ONE_BLOCK_MAX, "packet_one_block")] if nranks <= 2 else []), (16 << 10, "packet"),
              (packet_max, "packet_wide")]
-    ar = [*small, *([(16 << 20, "simple")] if nranks <= 2 else []), (_INF, "rsag")]
-    table = {"all_reduce": ar, **{c: [(_INF, "exchange")] for c in EXCHANGED}}
+    middle = [(16 << 20, "simple")] if nranks <= 2 else [(RSAG_PACKET_MAX, "rsag_packet")] if nranks >= 8 else []
+    table = {"all_reduce": [*small, *middle, (_INF, "rsag")], **{c: [(_INF, "exchange")] for c in EXCHANGED}}
+    if nranks >= 8:  # zero-copy calls keep rsag's zero-copy kernel, not yet timed against the two-shot packets
+        table["all_reduce" + ZERO_COPY] = [(packet_max, "packet_wide"), (_INF, "rsag")]
     # at 2 ranks the exchange's two meetings cost less than the call check's one to 256 KB (H100, 2026-12-06)
     table["all_to_allv"] = [(256 << 10, "exchange" if nranks <= 2 else "packet"), (_INF, "simple")]
     if nranks > 2:

@@ -19,11 +19,11 @@ budget=${BUDGET_S:-$([ "$mps" = 1 ] && echo 510 || echo 0)}  # 0: no budget
 # NCCL_STEPS use NCCL. The names stand a space apart: a line break would hide the name before it from the
 # " $LIST " == *" name "* tests below.
 RUNNERS="primitives_tests collectives_tests callcheck_tests port_tests graph_replays soak soak_collectives"
-RUNNERS+=" executor_tests nccl_api_served"
+RUNNERS+=" executor_tests nccl_api_served verbs_tests packet_tests"
 NCCL_STEPS="primitives_bench nccl_api_tests allreduce_graph allreduce_tune_packet allreduce_tune_simple"
 NCCL_STEPS+=" all_gather_graph reduce_scatter_graph all_to_all_graph broadcast_graph tp_decode allreduce_eager"
 TWO_RANK_STEPS="primitives_bench port_bench pipeline_mlp"
-NAMED_ONLY="verbs_tests tune"  # run only when STEPS names them (verbs_tests: a part of collectives_tests)
+NAMED_ONLY="verbs_tests packet_tests tune"  # run only when STEPS names them (verbs_, packet_tests: parts of collectives_tests)
 declare -A LIMIT=([primitives_tests]=180 [collectives_tests]=480 [callcheck_tests]=180 [port_tests]=240 [graph_replays]=300 [soak]=420
                   [soak_collectives]=480 [executor_tests]=420
                   [shrink_after_death]=300)
@@ -91,6 +91,7 @@ steps() {  # every step at $np ranks
   run primitives_bench "${MPI[@]}" python3 -m pymscclpp.bench --op memory_channel --json "$out/primitives.json"
   run collectives_tests "${MPI[@]}" python3 tests/gpu/run_collectives.py
   run verbs_tests "${MPI[@]}" python3 tests/gpu/run_collectives.py --verbs
+  run packet_tests "${MPI[@]}" python3 tests/gpu/run_collectives.py --packets
   run callcheck_tests "${MPI[@]}" python3 tests/gpu/run_callcheck.py
   PYMSCCLPP_SOCKET_ADDR=127.0.0.1 run port_tests "${MPI[@]}" python3 tests/gpu/run_port.py
   PYMSCCLPP_SOCKET_ADDR=127.0.0.1 run port_bench "${MPI[@]}" python3 -m pymscclpp.bench --op port_channel --json "$out/port.json"

@@ -19,8 +19,8 @@ def data(rank: int, count: int, dtype: str = "float32", seed: int = 0) -> np.nda
     """Rank ``rank``'s input: small integers, exact in every dtype and order of summation."""
     rng = np.random.default_rng([seed, rank])
     if dtype == "uint8":
-        return rng.integers(0, 4, count).astype(np.uint8)
-    return rng.integers(-8, 9, count).astype(np_dtype(dtype))
+        return rng.integers(0, 4, count, dtype=np.uint8)
+    return rng.integers(-8, 9, count, dtype=np.int8).astype(np_dtype(dtype))  # drawn as int8: 10x faster
 
 
 def _sync(comm) -> None:

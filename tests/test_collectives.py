@@ -61,7 +61,8 @@ _SIM = dict(max_examples=12, deadline=None, suppress_health_check=list(HealthChe
 _COMMON = dict(size=st.sampled_from([2, 3, 4]), count=st.integers(1, 300), dtype=st.sampled_from(DTYPES),
                seed=st.integers(0, 1000), inplace=st.booleans())
 _ALGOS = {name: st.sampled_from(["packet", "simple", *extra]) for name, extra in
-          {"all_gather": ["read"], "reduce_scatter": ["read"], "all_to_all": [], "broadcast": ["scatter_gather"]}.items()}
+          {"all_gather": ["read"], "reduce_scatter": ["read"], "all_to_all": [],
+           "broadcast": ["scatter_gather", "scatter_gather_packet"]}.items()}
 
 
 @settings(**_SIM)
@@ -98,7 +99,7 @@ def _params(collective: str, **kw) -> dict:
     return {**kw, **extra}
 
 
-_TWO_STEP = [("all_gather", "read"), ("broadcast", "scatter_gather")]
+_TWO_STEP = [("all_gather", "read"), ("broadcast", "scatter_gather"), ("broadcast", "scatter_gather_packet")]
 
 
 @pytest.mark.parametrize("collective,algo", [(c, a) for c in _COLLECTIVES for a in ("packet", "simple")] + _TWO_STEP)

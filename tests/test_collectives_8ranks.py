@@ -38,7 +38,7 @@ def pool8():
 
 ALGOS = {"all_reduce": ["packet", "simple", "rsag", "rsag_packet"], "all_gather": ["packet", "simple", "read"],
          "reduce_scatter": ["packet", "simple", "read"], "all_to_all": ["packet", "simple"],
-         "broadcast": ["packet", "simple", "scatter_gather"]}
+         "broadcast": ["packet", "simple", "scatter_gather", "scatter_gather_packet"]}
 five = PoolCache(env={"PYMSCCLPP_TIMEOUT_S": "60"})
 
 

@@ -24,7 +24,8 @@ def _close_pools():
 
 BUILTIN = [(c, a) for c in ("all_reduce", "all_gather", "reduce_scatter", "all_to_all", "broadcast")
            for a in ("packet", "simple")] + [(c, n) for c, n in collection.TWO_STEP_NAMES.items()] + \
-    [("all_reduce", "rsag_packet"), ("reduce", "packet"), ("all_to_allv", "packet"), ("all_to_allv", "simple")] + \
+    [("all_reduce", "rsag_packet"), ("broadcast", "scatter_gather_packet"), ("reduce", "packet"),
+     ("all_to_allv", "packet"), ("all_to_allv", "simple")] + \
     [(c, "exchange") for c in EXCHANGED]
 
 

@@ -30,7 +30,7 @@ from .exchange_port import CrossHostExchange
 from .oneshot import BY_COLLECTIVE, PACKET_MAX, AllReduce, Reduce
 from .push import PUSH
 from .twoshot import TWO_STEP
-from .twoshot_packet import AllReduceTwoShotPacket
+from .twoshot_packet import AllReduceTwoShotPacket, BroadcastTwoStepPacket
 
 _INF = float("inf")
 TWO_STEP_NAMES = {"all_reduce": "rsag", "all_gather": "read", "broadcast": "scatter_gather", "reduce_scatter": "read",
@@ -113,6 +113,8 @@ def builtin_factories() -> dict[tuple[str, str], Callable[[], Algorithm]]:
         out[collective, "packet_one_block"] = lambda cls=cls: cls("packet_one_block", "packet",
                                                                   *grid["packet_one_block"], PACKET_MAX)
     out["all_reduce", "rsag_packet"] = lambda: AllReduceTwoShotPacket("rsag_packet", *grid["packet"])
+    out["broadcast", "scatter_gather_packet"] = lambda: BroadcastTwoStepPacket("scatter_gather_packet",
+                                                                               *grid["packet"])
     out["all_to_allv", "packet"] = lambda: AllToAllvOneShot("packet", "packet", *grid["packet"], PACKET_MAX)
     out["all_to_allv", "simple"] = lambda: AllToAllvOneShot("simple", "simple", *grid["simple"])
     out["all_to_allv", "read"] = lambda: AllToAllvRead(*grid["simple"])

@@ -9,14 +9,14 @@ from .counts_read import AllToAllvRead
 from .oneshot import BY_COLLECTIVE
 from .push import PUSH
 from .twoshot import TWO_STEP
-from .twoshot_packet import AllReduceTwoShotPacket
+from .twoshot_packet import AllReduceTwoShotPacket, BroadcastTwoStepPacket
 
 
 def entry_kernels(nranks: int) -> dict[str, tuple]:
     """(entry kernel, argument types) by kernel name of every built-in kernel a communicator of ``nranks`` ranks
     (on one host) compiles, whatever the dtype, op, grid or buffers."""
-    classes = [*BY_COLLECTIVE.values(), *TWO_STEP.values(), *PUSH.values(), AllReduceTwoShotPacket, AllToAllvOneShot,
-               AllToAllvRead]
+    classes = [*BY_COLLECTIVE.values(), *TWO_STEP.values(), *PUSH.values(), AllReduceTwoShotPacket,
+               BroadcastTwoStepPacket, AllToAllvOneShot, AllToAllvRead]
     out = {kernel.py_func.__name__: (kernel, cls.argtypes(nranks))
            for cls in classes for kernel in cls.kernels.values()}
     for cls in classes:

@@ -9,8 +9,9 @@ from numba import cuda
 from ..runtime.backend import IS_SIM
 
 PACKET, SIMPLE = 0, 1
-# the simple entry kernels' compile options: at most 128 registers, so 512 threads a block always launch (65,536
-# registers an SM; a two-shot kernel compiled on the GPU took more); the simulator's jit takes no such option
+# the simple entry kernels' compile options, and any other's near the limit (the two-step packet broadcast: 123 at 4
+# ranks): at most 128 registers, so 512 threads a block always launch (65,536 registers an SM; a two-shot kernel
+# compiled on the GPU took more); the simulator's jit takes no such option
 SIMPLE_LIMITS = {} if IS_SIM else {"max_registers": 128}
 
 

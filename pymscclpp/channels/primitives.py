@@ -242,12 +242,18 @@ def put_pair(dst, off, a, c, remaining):
 def put_packets_ll16(pkt, pkt_off, src, src_off, nbytes, tid, nthreads, flag):
     """Pack ``nbytes`` of ``src`` into LL16 packets at ``pkt[pkt_off:]`` (2 bytes of packet per data byte)."""
     npkt = (nbytes + LL16_DATA - 1) // LL16_DATA
-    f = np.uint32(flag)
     i = tid
     while i < npkt:
         a, c = data_pair(src, src_off + i * LL16_DATA, nbytes - i * LL16_DATA)
-        store_v4_volatile(pkt, pkt_off + i * LL16_BYTES, a, f, c, f)
+        store_packet_ll16(pkt, pkt_off + i * LL16_BYTES, a, c, flag)
         i += nthreads
+
+
+@cuda.jit(device=True)
+def store_packet_ll16(pkt, byte_off, a, c, flag):
+    """The LL16 packet of data words ``a``, ``c`` and ``flag`` at ``pkt[byte_off:]``, in one 16-byte store."""
+    f = np.uint32(flag)
+    store_v4_volatile(pkt, byte_off, a, f, c, f)
 
 
 @cuda.jit(device=True)
@@ -302,13 +308,36 @@ def _ll16_arrived(pkt, byte_off, flag):
 @cuda.jit(device=True)
 def unpack_packets_ll16(dst, dst_off, pkt, pkt_off, nbytes, tid, nthreads, flag, ctx, op):
     """Wait for the LL16 packets at ``pkt[pkt_off:]`` and write their ``nbytes`` of data to ``dst[dst_off:]``."""
-    npkt = (nbytes + LL16_DATA - 1) // LL16_DATA
     i = tid
-    while i < npkt:
-        a, c, got = read_packet_ll16(pkt, pkt_off + i * LL16_BYTES, flag, ctx, op)
+    while i * LL16_DATA < nbytes:
+        if not unpack_packet_ll16(dst, dst_off, pkt, pkt_off, i, nbytes, flag, ctx, op)[2]:
+            return False
+        i += nthreads
+    return True
+
+
+@cuda.jit(device=True)
+def unpack_packet_ll16(dst, dst_off, pkt, pkt_off, i, nbytes, flag, ctx, op):
+    """Packet ``i`` of ``unpack_packets_ll16``, waited for and written: its two data words and whether it came."""
+    a, c, got = read_packet_ll16(pkt, pkt_off + i * LL16_BYTES, flag, ctx, op)
+    if got:
+        put_pair(dst, dst_off + i * LL16_DATA, a, c, nbytes - i * LL16_DATA)
+    return a, c, got
+
+
+@cuda.jit(device=True)
+def unpack_forward_packets_ll16(dst, dst_off, pkt, pkt_off, nbytes, tid, nthreads, flag, ctx, op, peers, skip,
+                                fwd_off):
+    """``unpack_packets_ll16``, each packet also stored as it came (``flag``) at ``fwd_off`` of every channel of
+    ``peers`` but ``peers[skip]`` (receive, copy, send: from registers, nothing read again)."""
+    i = tid
+    while i * LL16_DATA < nbytes:
+        a, c, got = unpack_packet_ll16(dst, dst_off, pkt, pkt_off, i, nbytes, flag, ctx, op)
         if not got:
             return False
-        put_pair(dst, dst_off + i * LL16_DATA, a, c, nbytes - i * LL16_DATA)
+        for j in range(len(peers)):
+            if j != skip:
+                store_packet_ll16(peers[j].dst, fwd_off + i * LL16_BYTES, a, c, flag)
         i += nthreads
     return True
 

@@ -37,6 +37,7 @@ def test_soak_of_every_collective_and_verb_on_registered_and_plain_buffers_is_ex
                  ("all_to_allv", "peer_read_simple"), ("all_to_allv", "exchange_counts_read_simple"),
                  ("reduce", "reduce_zero_copy_simple")}
     staged = {("all_reduce", "reduce_ll"), ("all_gather", "exchange_ll"), ("broadcast", "broadcast_ll"),
+              *([("broadcast", "broadcast_packet_two_step_ll")] if size > 2 else []),
               ("reduce", "reduce_ll"), ("reduce", "reduce_rsag_simple"), ("all_to_allv", "exchange_counts_ll"),
               ("all_to_allv", "exchange_counts_simple"), ("reduce", "peer_reduce_simple"),
               *((verb, "peer_exchange_simple") for verb in ("gather", "scatter", "send_recv"))}

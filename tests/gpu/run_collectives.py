@@ -37,6 +37,9 @@ def _other_collectives(rng, size: int) -> list:
                 plan.append((fn, dict(count=(mb << 20) // 4 + 3, dtype="float32", seed=mb, inplace=inplace,
                                       algo=algo, repeat=2, **extra())))
         plan.append((fn, dict(count=5000, dtype="uint8", seed=1, inplace=False, repeat=4, **extra())))  # selector
+    for i, count in enumerate([1, 4097, 1 << 17, (1 << 18) - 5]):  # the two-step packet broadcast, to 1 MB
+        plan.append((cases.broadcast, dict(count=count, dtype="float32", seed=i, inplace=i % 2 == 1, repeat=3,
+                                           algo="scatter_gather_packet", root=(3 * i) % size)))
     bad = [(c, case) for c in fns for case in ["size", "dtype", "host", "strided", "overlap"]]
     bad += [("reduce_scatter", "slots"), ("all_to_all", "slots"), ("reduce_scatter", "op"), ("broadcast", "root")]
     plan += [(cases.bad_collective_input, dict(collective=c, case=case)) for c, case in bad]

@@ -41,13 +41,9 @@ def all_reduce_packet_two_shot(chans, call_check, fingerprint, inp, out, scratch
             prim.put_packets_ll16(chans[j].dst, half + rank * wire + 2 * lo, inp, start, n, t, gn, flag)
     if calls_agree(call_check, fingerprint, seq, rank, nranks):
         start, lo, n, _ = shard_slice(nbytes, nbytes, nranks, rank)
-        reduced = n <= 0 or red.reduce_packets_ll16(out, start, inp, start, rank, scratch, half + 2 * lo, wire,
-                                                    nranks, n, tid, nt, flag, kind, op, chans[0], OP_PACKET)
-        if reduced:
-            if n > 0:  # each thread re-reads the very words it just wrote: no barrier needed
-                for j in range(nranks - 1):
-                    prim.put_packets_ll16(chans[j].dst, results + rank * wire + 2 * lo, out, start, n, tid, nt,
-                                          flag)
+        if n <= 0 or red.reduce_packets_ll16(out, start, inp, start, rank, scratch, half + 2 * lo, wire, nranks, n,
+                                             tid, nt, flag, kind, op, chans[0], OP_PACKET, chans,
+                                             results + rank * wire + 2 * lo):
             for j in range(first, nranks - 1, step):
                 p = peer_rank(j, rank)
                 start, lo, n, _ = shard_slice(nbytes, nbytes, nranks, p)

@@ -13,7 +13,7 @@ from numba import cuda
 
 from .packed import add_bf16x2, add_f16x2, has_bf16x2
 from .primitives import (LL16_BYTES, LL16_DATA, data_word, gather_word, put_pair, scatter_word,
-                         read_packet_ll16_from)
+                         read_packet_ll16_from, store_packet_ll16)
 from .ptx import (address_of, f16_to_f32, f32_as_u32, f32_to_f16, load_u32, load_v4, store_u32,
                   store_v4, u32_as_f32)
 
@@ -211,10 +211,12 @@ def put_packet_result(dst, dst_off, i, a0, a1, nbytes):
 
 @cuda.jit(device=True)
 def reduce_packets_ll16(dst, dst_off, local, local_off, local_slot, pkt, pkt_off, slot_stride, nslots, nbytes,
-                        tid, nthreads, flag, kind, op, ctx, op_code):
+                        tid, nthreads, flag, kind, op, ctx, op_code, peers, fwd_off):
     """Reduce ``nslots`` sources in slot order into ``dst``: slot ``local_slot`` from ``local``, every other
     slot s from the LL16 packets at ``pkt[pkt_off + s * slot_stride:]`` (waited for; an error is recorded in
-    ``ctx`` naming rank s), packets ``tid``, ``tid + nthreads``, ... False on timeout."""
+    ``ctx`` naming rank s), packets ``tid``, ``tid + nthreads``, ...; each result also goes as an LL16 packet of
+    ``flag`` to ``fwd_off`` of every channel of ``peers`` (receive, reduce, send: from registers, nothing read
+    again). False on timeout."""
     npkt = (nbytes + LL16_DATA - 1) // LL16_DATA
     i = tid
     while i < npkt:
@@ -223,6 +225,8 @@ def reduce_packets_ll16(dst, dst_off, local, local_off, local_slot, pkt, pkt_off
         if failed >= 0:
             return False
         put_packet_result(dst, dst_off, i, a0, a1, nbytes)
+        for j in range(len(peers)):
+            store_packet_ll16(peers[j].dst, fwd_off + i * LL16_BYTES, a0, a1, flag)
         i += nthreads
     return True
 

@@ -485,10 +485,10 @@ def selection_follows_the_zero_copy_rows(comm, state, count: int) -> None:
     assert names == {"all_reduce": "packet", "reduce_scatter": "packet"}, names  # a staged row: the staged choice
 
 
-def default_all_reduce_rows_at_eight_ranks(comm, state, count: int) -> dict:
-    """The default table's all-reduce of ``count`` float32 on unregistered buffers, then on registered ones, each
-    exact; returns (algorithm, kernel) of each (the two-shot packets staged, ``rsag``'s zero-copy kernel above
-    the one-shot packets at 8 ranks)."""
+def default_rows_at_eight_ranks(comm, state, collective: str, count: int) -> dict:
+    """The default table's all-reduce (or broadcast from rank 3) of ``count`` float32 on unregistered buffers, then
+    on registered ones, each exact; returns (algorithm, kernel) of each (the two-step packets staged, the zero-copy
+    kernels above the one-shot packets at 8 ranks)."""
     from pymscclpp.runtime.memory import alloc, view_as
     send, recv = view_as(alloc(4 * count), np.float32), view_as(alloc(4 * count), np.float32)
     served = {}
@@ -497,11 +497,16 @@ def default_all_reduce_rows_at_eight_ranks(comm, state, count: int) -> dict:
             comm.register_buffer(send)
             comm.register_buffer(recv)
         send.copy_to_device(rank_data(comm.rank, count, "float32", it))
-        comm.all_reduce(send, recv)
+        if collective == "all_reduce":
+            comm.all_reduce(send, recv)
+            want = expected_allreduce(comm.size, count, "float32", it, "sum")
+        else:
+            comm.broadcast(send, recv, root=3)
+            want = rank_data(3, count, "float32", it)
         cuda.synchronize()
         comm.check_device_errors()
-        assert_same(recv.copy_to_host(), expected_allreduce(comm.size, count, "float32", it, "sum"))
-        algo = comm.last_algorithm("all_reduce")
+        assert_same(recv.copy_to_host(), want)
+        algo = comm.last_algorithm(collective)
         served["registered" if registered else "staged"] = (algo.name, algo.last_kernel)
     comm.deregister_buffer(send)
     comm.deregister_buffer(recv)

@@ -142,7 +142,9 @@ def test_the_tuner_keeps_other_rank_counts_tables_in_its_file(tmp_path):
     (8, 1 << 10, "all_reduce", "packet"), (2, 1 << 10, "reduce", "packet_one_block"),
     (2, 64 << 10, "reduce", "packet_wide"),
     (2, 1 << 20, "all_gather", "simple"), (8, 1 << 20, "all_gather", "read"),
-    (8, 1 << 20, "broadcast", "scatter_gather"), (8, 1 << 20, "reduce_scatter", "read"),
+    (8, 1 << 20, "broadcast", "scatter_gather"), (8, 128 << 10, "broadcast", "scatter_gather_packet"),
+    (8, 512 << 10, "broadcast", "scatter_gather_packet"), (8, 64 << 10, "broadcast", "packet"),
+    (4, 256 << 10, "broadcast", "scatter_gather"), (8, 1 << 20, "reduce_scatter", "read"),
     (2, 1 << 20, "reduce_scatter", "simple"), (2, 256 << 10, "all_to_allv", "exchange"),
     (2, 1 << 20, "all_to_allv", "simple"), (3, 256 << 10, "all_to_allv", "packet"),
     (8, 16 << 20, "all_to_allv", "simple"),
@@ -170,6 +172,15 @@ def test_eight_rank_zero_copy_all_reduces_keep_rsag_above_the_one_shot_packets(s
     assert next(n for limit, n in rows if size <= limit) == name
     assert "reduce_scatter" + collection.ZERO_COPY not in collection.default_table(8)
     assert "all_reduce" + collection.ZERO_COPY not in collection.default_table(4)
+
+
+@pytest.mark.parametrize("size,name", [(64 << 10, "packet"), (256 << 10, "scatter_gather"),
+                                       (1 << 20, "scatter_gather")])
+def test_eight_rank_zero_copy_broadcasts_keep_the_zero_copy_scatter_gather_above_the_one_shot_packets(size, name):
+    from pymscclpp.algos import collection
+    rows = collection.default_table(8)["broadcast" + collection.ZERO_COPY]
+    assert next(n for limit, n in rows if size <= limit) == name
+    assert "broadcast" + collection.ZERO_COPY not in collection.default_table(4)
 
 
 @pytest.mark.parametrize("nranks,size,name", [(3, 1 << 10, "read"), (3, 1 << 20, "read"), (7, 256 << 10, "read"),

@@ -96,6 +96,12 @@ def test_small_zero_copy_all_to_alls_with_counts_read_peers_by_default_on_eight_
 
 
 def test_mid_size_all_reduces_run_the_two_shot_packets_staged_and_rsag_zero_copy_on_eight_ranks(pool8):
-    outs = pool8.run(cases.default_all_reduce_rows_at_eight_ranks, timeout=300, count=(128 << 10) // 4)
+    outs = pool8.run(cases.default_rows_at_eight_ranks, timeout=300, collective="all_reduce", count=(128 << 10) // 4)
     assert all(o == {"staged": ("rsag_packet", "all_reduce_packet_two_shot_ll"),
                      "registered": ("rsag", "all_reduce_zero_copy_simple")} for o in outs), outs
+
+
+def test_mid_size_broadcasts_run_the_two_step_packets_staged_and_the_zero_copy_scatter_gather_on_eight_ranks(pool8):
+    outs = pool8.run(cases.default_rows_at_eight_ranks, timeout=300, collective="broadcast", count=(256 << 10) // 4)
+    assert all(o == {"staged": ("scatter_gather_packet", "broadcast_packet_two_step_ll"),
+                     "registered": ("scatter_gather", "broadcast_zero_copy_simple")} for o in outs), outs

@@ -43,6 +43,9 @@ ONE_BLOCK_MAX = 2 << 10
 # at 8 ranks, staged all-reduces above the one-shot packets and up to this size run the two-shot packets: 128 and
 # 256 KB 1.6-1.9x faster than rsag (H100, docs/performance.md); 512 KB 1.4x slower
 RSAG_PACKET_MAX = 256 << 10
+# at 8 ranks, staged broadcasts above the one-shot packets and up to this size run the two-step packets: 128-512 KB
+# 1.9-2.6x faster than the staged scatter + all-gather (H100, docs/performance.md); 1 MB alike
+BROADCAST_PACKET_MAX = 512 << 10
 # algorithms set up together, in one collective set-up: the verbs' exchanges share lanes with every peer, and a
 # rank's first call of them may be any verb (two ranks' send/recv while a third's first is a gather)
 SET_UP_TOGETHER = [frozenset((c, name) for c in EXCHANGED) for name in ("exchange", "cross_host")]
@@ -55,13 +58,14 @@ def default_table(nranks: int) -> dict:
     all-reduce's as packets to ``RSAG_PACKET_MAX``, but for calls that run zero-copy, which keep ``rsag``), and at 2
     ranks the one-shot simple kernels, except a two-shot all-reduce from 16 MB; reduce as the all-reduce's packets
     (its non-roots drop their result), then two-step (at 2 ranks the verbs' exchange between, to 1 MB); broadcast
-    from 3 ranks in two steps from 64 KB (the root's packets to every peer cost 2x the scatter + all-gather at 256 KB
-    at 4 ranks); all-to-all with counts from 3 ranks as packets to 256 KB, then in simple rounds (1-16 MB at 4 and
-    8 ranks 1.5-2.5x faster than the verbs' exchange; at 2 ranks the exchange to 256 KB), and when it runs
-    zero-copy, at every size, read from peers' buffers between two meetings of all ranks (at 3, 4, 6 and 8 ranks
-    1-256 KB faster than the packets by 1.1-12 us, H100); for calls that run zero-copy, the even all-to-all's
-    zero-copy kernel at every size (1-256 KB at 2, 4, 6 and 8 ranks 1.7-12 us faster than its packets, H100), the
-    two-step all-reduce from 256 KB and reduce-scatter from 4 MB."""
+    from 3 ranks in two steps from 64 KB (the root's packets to every peer cost 2x the scatter + all-gather at 256
+    KB at 4 ranks), at 8 ranks as packets to ``BROADCAST_PACKET_MAX`` but for calls that run zero-copy; all-to-all
+    with counts from 3 ranks as packets to 256 KB, then in simple rounds (1-16 MB at 4 and 8 ranks 1.5-2.5x faster
+    than the verbs' exchange; at 2 ranks the exchange to 256 KB), and when it runs zero-copy, at every size, read
+    from peers' buffers between two meetings of all ranks (at 3, 4, 6 and 8 ranks 1-256 KB faster than the packets
+    by 1.1-12 us, H100); for calls that run zero-copy, the even all-to-all's zero-copy kernel at every size (1-256
+    KB at 2, 4, 6 and 8 ranks 1.7-12 us faster than its packets, H100), the two-step all-reduce from 256 KB and
+    reduce-scatter from 4 MB."""
     packet_max = 64 << 10 if nranks >= 8 else 256 << 10
     small = [*([(ONE_BLOCK_MAX, "packet_one_block")] if nranks <= 2 else []), (16 << 10, "packet"),
              (packet_max, "packet_wide")]
@@ -83,6 +87,9 @@ def default_table(nranks: int) -> dict:
             two_step = name in TWO_STEP and nranks > 2
             packets = 64 << 10 if name == "broadcast" and two_step else packet_max if two_step else 256 << 10
             table[name] = [(packets, "packet"), (_INF, TWO_STEP_NAMES[name] if two_step else "simple")]
+    if nranks >= 8:  # zero-copy calls keep the zero-copy scatter + all-gather, not timed against the packets
+        table["broadcast" + ZERO_COPY] = list(table["broadcast"])
+        table["broadcast"].insert(1, (BROADCAST_PACKET_MAX, "scatter_gather_packet"))
     return table
 
 

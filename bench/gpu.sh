@@ -91,7 +91,7 @@ steps() {  # every step at $np ranks
   run primitives_bench "${MPI[@]}" python3 -m pymscclpp.bench --op memory_channel --json "$out/primitives.json"
   run collectives_tests "${MPI[@]}" python3 tests/gpu/run_collectives.py
   run verbs_tests "${MPI[@]}" python3 tests/gpu/run_collectives.py --verbs
-  run packet_tests "${MPI[@]}" python3 tests/gpu/run_collectives.py --packets
+  run packet_tests "${MPI[@]}" python3 tests/gpu/run_collectives.py --algo packet
   run callcheck_tests "${MPI[@]}" python3 tests/gpu/run_callcheck.py
   PYMSCCLPP_SOCKET_ADDR=127.0.0.1 run port_tests "${MPI[@]}" python3 tests/gpu/run_port.py
   PYMSCCLPP_SOCKET_ADDR=127.0.0.1 run port_bench "${MPI[@]}" python3 -m pymscclpp.bench --op port_channel --json "$out/port.json"

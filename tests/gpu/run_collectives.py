@@ -122,7 +122,8 @@ def _zero_copy(size: int) -> list:
 
 def main() -> int:
     only_verbs = sys.argv[1:] == ["--verbs"]  # just the verbs' cases (a quicker check of the exchange kernel)
-    only_packets = sys.argv[1:] == ["--packets"]  # just the packet kernels' cases (a check of the packet primitives)
+    # --algo NAME: just the cases that force an algorithm whose name holds NAME (packet: the packet primitives)
+    only_algo = sys.argv[2] if sys.argv[1:2] == ["--algo"] and len(sys.argv) == 3 else None
     comm = pymscclpp.Communicator.from_mpi(MPI.COMM_WORLD)
     rng = np.random.default_rng(99)
     if only_verbs:
@@ -149,8 +150,8 @@ def main() -> int:
     plan += _other_collectives(rng, comm.size)
     plan += _zero_copy(comm.size)
     plan += _verbs(rng, comm.size)
-    if only_packets:
-        plan = [(fn, kw) for fn, kw in plan if "packet" in str(kw.get("algo", ""))]
+    if only_algo is not None:
+        plan = [(fn, kw) for fn, kw in plan if only_algo in str(kw.get("algo", ""))]
     failures = run_cases(comm, plan, "gpu collectives")
     comm.close()
     return 1 if failures else 0

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 import os
 import sys
 
@@ -121,12 +122,15 @@ def _zero_copy(size: int) -> list:
 
 
 def main() -> int:
-    only_verbs = sys.argv[1:] == ["--verbs"]  # just the verbs' cases (a quicker check of the exchange kernel)
-    # --algo NAME: just the cases that force an algorithm whose name holds NAME (packet: the packet primitives)
-    only_algo = sys.argv[2] if sys.argv[1:2] == ["--algo"] and len(sys.argv) == 3 else None
+    ap = argparse.ArgumentParser(description=__doc__)
+    ap.add_argument("--verbs", action="store_true", help="just the verbs' cases (a quicker check of the exchange "
+                    "kernel)")
+    ap.add_argument("--algo", metavar="NAME", help="just the cases forcing an algorithm whose name holds NAME "
+                    "(packet: every packet kernel's, a check of the packet primitives)")
+    args = ap.parse_args()
     comm = pymscclpp.Communicator.from_mpi(MPI.COMM_WORLD)
     rng = np.random.default_rng(99)
-    if only_verbs:
+    if args.verbs:
         failures = run_cases(comm, _verbs(rng, comm.size), "gpu verbs")
         comm.close()
         return 1 if failures else 0
@@ -150,8 +154,8 @@ def main() -> int:
     plan += _other_collectives(rng, comm.size)
     plan += _zero_copy(comm.size)
     plan += _verbs(rng, comm.size)
-    if only_algo is not None:
-        plan = [(fn, kw) for fn, kw in plan if only_algo in str(kw.get("algo", ""))]
+    if args.algo is not None:
+        plan = [(fn, kw) for fn, kw in plan if args.algo in str(kw.get("algo", ""))]
     failures = run_cases(comm, plan, "gpu collectives")
     comm.close()
     return 1 if failures else 0

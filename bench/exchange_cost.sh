@@ -19,7 +19,7 @@ for np in ${NPS:-2 8}; do
   done
   (source bench/gpu_env.sh
    export CUDA_MPS_PIPE_DIRECTORY=$(mktemp -d) CUDA_MPS_LOG_DIRECTORY=$(mktemp -d) CUDA_VISIBLE_DEVICES=0
-   export CUDA_MPS_ACTIVE_THREAD_PERCENTAGE=$((100 / np))
+   export CUDA_MPS_ACTIVE_THREAD_PERCENTAGE=$(mps_percent "$np")
    nvidia-cuda-mps-control -d
    timeout -k 10 120 mpirun -np "$np" --oversubscribe --bind-to none -x CUDA_VISIBLE_DEVICES \
      -x CUDA_MPS_PIPE_DIRECTORY -x CUDA_MPS_ACTIVE_THREAD_PERCENTAGE python3 -m pymscclpp.bench --op sync 2>&1 \

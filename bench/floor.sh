@@ -3,7 +3,8 @@
 # CUDA graph of ITERS calls, bf16 sum, median of REPS replays, the slowest rank; checked against the expected
 # result at every size. Usage: bash bench/floor.sh OUTDIR   (NPS="2 8", OPS, SIZES="-b 1K -e 256M -f 4", ALGO=name,
 # DTYPE=bfloat16,
-# REGISTER=1: the buffers registered with the communicator first, for zero-copy all-reduce)
+# REGISTER=1: the buffers registered with the communicator first, for zero-copy all-reduce; MPS_PERCENT=P: each
+# rank's MPS share, default 100/NP)
 set -u
 out=${1:?usage: bench/floor.sh OUTDIR}
 mkdir -p "$out"
@@ -14,7 +15,7 @@ export CUDA_VISIBLE_DEVICES=0
 for np in ${NPS:-2 8}; do
   for op in ${OPS:-all_reduce all_gather reduce_scatter broadcast all_to_all}; do
     export CUDA_MPS_PIPE_DIRECTORY=$(mktemp -d) CUDA_MPS_LOG_DIRECTORY=$(mktemp -d)
-    export CUDA_MPS_ACTIVE_THREAD_PERCENTAGE=$((100 / np))
+    export CUDA_MPS_ACTIVE_THREAD_PERCENTAGE=$(mps_percent "$np")
     nvidia-cuda-mps-control -d || { echo "MPS: nvidia-cuda-mps-control -d failed"; exit 1; }
     echo "=== $op np=$np"
     timeout -k 10 "${STEP_TIMEOUT:-240}" mpirun -np "$np" --oversubscribe --bind-to none -x CUDA_VISIBLE_DEVICES \

@@ -4,6 +4,7 @@
 #   NP=N          ranks (default 2, one GPU each)
 #   STEPS="a b"   only those steps;  STEP_TIMEOUT=S  every step's limit (default: the step's own, below)
 #   MPS=1         all ranks on GPU 0, sharing it under CUDA MPS (docs/gpu_testing.md); NCCL steps are skipped
+#   MPS_PERCENT=P each rank's MPS share of the SMs (default 100/NP)
 #   NPS="2 4 8"   with MPS=1: the test runners at each rank count, a step x NP table in OUTDIR/matrix.md
 #   BUDGET_S=S    stop starting steps once S seconds have gone (default 510 with MPS=1: one 10-minute call)
 #   SHRINK_ITERS=N  checked all-reduces on the shrunk communicator of step shrink_after_death (default 10000)
@@ -28,9 +29,9 @@ declare -A LIMIT=([primitives_tests]=180 [collectives_tests]=480 [callcheck_test
                   [soak_collectives]=480 [executor_tests]=420
                   [shrink_after_death]=300)
 
-mps_start() {  # a fresh MPS control daemon with its own pipe and log folders; every rank gets 100/NP of the SMs
+mps_start() {  # a fresh MPS control daemon with its own pipe and log folders; every rank gets 100/NP of the SMs (MPS_PERCENT)
   export CUDA_MPS_PIPE_DIRECTORY=$(mktemp -d) CUDA_MPS_LOG_DIRECTORY=$(mktemp -d) CUDA_VISIBLE_DEVICES=0
-  export CUDA_MPS_ACTIVE_THREAD_PERCENTAGE=$((100 / np))
+  export CUDA_MPS_ACTIVE_THREAD_PERCENTAGE=$(mps_percent "$np")
   nvidia-cuda-mps-control -d || { echo "MPS: nvidia-cuda-mps-control -d failed"; exit 1; }
 }
 mps_stop() {  # quit the daemon (bounded) and wait until it no longer answers
@@ -134,7 +135,7 @@ python3 -c "import numpy, numba, numba.cuda, cuda.bindings, torch; print('numpy'
 if [ "$mps" = 1 ]; then
   trap '[ -n "${CUDA_MPS_PIPE_DIRECTORY:-}" ] && mps_stop' EXIT  # never leave a daemon behind
   command -v nvidia-cuda-mps-control >/dev/null || { echo "MPS=1: nvidia-cuda-mps-control is not on PATH"; exit 1; }
-  echo "MPS mode: every rank on GPU 0, CUDA_MPS_ACTIVE_THREAD_PERCENTAGE=100/NP, a fresh MPS daemon per step"
+  echo "MPS mode: every rank on GPU 0, CUDA_MPS_ACTIVE_THREAD_PERCENTAGE=${MPS_PERCENT:-100/NP}, a fresh MPS daemon per step"
 fi
 if [ -n "${NPS:-}" ]; then
   [ "$mps" = 1 ] || { echo "NPS needs MPS=1 (the matrix shares one GPU)"; exit 1; }

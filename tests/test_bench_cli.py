@@ -2,6 +2,7 @@
 
 import json
 import os
+import re
 import subprocess
 import sys
 
@@ -91,11 +92,12 @@ def run_microbenchmark(tmp_path, ranks: int, op: str, *args: str) -> dict:
 
 
 @pytest.mark.mpi
-def test_a_sweep_row_holds_the_median_and_the_spread_of_its_runs(tmp_path):
+def test_a_sweep_row_holds_the_median_the_spread_and_the_kernel_and_grid_that_served_it(tmp_path):
     rows = run_microbenchmark(tmp_path, 2, "all_reduce", "-b", "1K", "-e", "1K", "--iters", "1", "--reps", "3",
                               "--check")["rows"]
     assert len(rows) == 1 and rows[0]["wrong"] == 0
     assert 0 < rows[0]["us_fastest"] <= rows[0]["us"] <= rows[0]["us_slowest"]
+    assert re.fullmatch(r"packet_one_block: \w+ on 1 block", rows[0]["served"]), rows[0]["served"]
 
 
 @pytest.mark.mpi

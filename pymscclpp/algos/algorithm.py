@@ -10,6 +10,7 @@ from typing import NamedTuple
 
 from ..channels import reduce as red
 from ..runtime.buffers import buffer_info
+from ..runtime.launch import Launch
 from ..runtime.collectives import COLLECTIVES, REDUCING  # noqa: F401 (re-exported: what algorithms serve)
 
 ANY, IN_PLACE, OUT_OF_PLACE = "any", "in_place", "out_of_place"
@@ -93,7 +94,13 @@ class Algorithm:
     ops: frozenset = red.PAIRWISE_OPS  # avg only where a kernel divides the whole sum (``reduce.finish_word``)
     launch_reads_buffers: bool = True  # launch reads call.sendbuf/recvbuf, not only call.send/recv's addresses
     last_kernel: str = ""  # the kernel this rank's latest launch ran ("": not told), what a benchmark reports
+    last_grid: int = 0  # the blocks of that launch (0: not told): the grid cut to the rank's SMs (``grid``)
     zero_copy_kernel = None  # the kernel of its calls that read or write peers' mapped buffers, if it has one
+
+    def ran(self, launch: Launch) -> Launch:
+        """Record ``launch`` as this rank's latest (``last_kernel``, ``last_grid``); ``launch``."""
+        self.last_kernel, self.last_grid = launch.name, launch.griddim
+        return launch
 
     def why_not(self, comm, call: Call) -> str | None:
         """Why this algorithm cannot serve ``call`` on ``comm``, or None when it can."""

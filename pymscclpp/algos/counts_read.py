@@ -83,7 +83,7 @@ class AllToAllvRead(Algorithm):
             launch = self._new_launch(window, blocks)
         else:
             launch = self._prepared.get((window,), lambda mapped: self._new_launch(mapped[0], blocks), blocks)
-        self.last_kernel = launch.name
+        self.ran(launch)
         tag = windows_tag(self.collective, [window.serial])
         launch_call(launch, call, lambda prepared, c: self._bind(prepared, c, tag))
 

@@ -234,7 +234,7 @@ class Exchange(Algorithm):
         return any(table[ROW * p + SEND_ZC] or table[ROW * p + READ_ZC] for p in range(len(table) // ROW))
 
     def launch(self, call: Call) -> None:
-        self.last_kernel = self.lanes.launch(call).name
+        self.ran(self.lanes.launch(call))
 
     def pair_modes(self) -> dict[int, str]:
         """How this communicator's last exchange call moved data with each peer (``ExchangeLanes.pair_modes``)."""

@@ -52,7 +52,7 @@ class PreparedKernel(Algorithm):
     def launch(self, call: Call) -> None:
         """Not thread-safe: one call at a time per communicator, as with NCCL. The very call launched last
         (a repeat) goes out with its slots as they are."""
-        self.last_kernel = self.kernel_launch.name
+        self.ran(self.kernel_launch)
         if call is self._bound:
             launch_call(self.kernel_launch, call, None)
             return

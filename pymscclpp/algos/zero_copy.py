@@ -129,7 +129,7 @@ class ZeroCopy:
             super().launch(call)
             return
         launch, tag = found
-        self.last_kernel = launch.name
+        self.ran(launch)
         launch_call(launch, call, lambda prepared, c: self._bind_zero_copy(prepared, c, tag))
 
     def _bind_zero_copy(self, launch: Launch, call: Call, tag: int) -> None:

@@ -67,12 +67,14 @@ def _profile(fn, rank: int, world) -> None:
 
 
 def served_by(comm, op: str) -> str:
-    """Which algorithm (and kernel, where it tells; for the exchange, the peers it read zero-copy) served this
-    rank's last ``op`` call."""
+    """Which algorithm (and kernel and its grid, where it tells; for the exchange, the peers it read zero-copy)
+    served this rank's last ``op`` call."""
     algorithm = comm.last_algorithm(op)
     if algorithm is None:
         return "-"
     text = f"{algorithm.name}: {algorithm.last_kernel}" if algorithm.last_kernel else algorithm.name
+    if algorithm.last_grid:
+        text += f" on {algorithm.last_grid} block{'s' if algorithm.last_grid > 1 else ''}"
     modes = algorithm.pair_modes() if hasattr(algorithm, "pair_modes") else {}
     read = sum("read" in mode.split(", ") for mode in modes.values())
     return f"{text}, {read} of {len(modes)} peers read zero-copy" if modes else text

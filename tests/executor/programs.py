@@ -25,6 +25,14 @@ def _slot(owner: int, sender: int) -> int:
     return sender if sender < owner else sender - 1
 
 
+def _handshake(ch: dict, r: int, n: int) -> None:
+    """Rank ``r``'s thread block 0 signals every peer, then waits for each: no rank passes until all arrive."""
+    for p in _peers(r, n):
+        ch[r, p].signal(tb=0)
+    for p in _peers(r, n):
+        ch[r, p].wait(tb=0)
+
+
 def allgather_groups(n: int, unit: int = 64) -> dict:
     """Two thread blocks split a pipelined put and copy; a semaphore and a barrier order them around tb 0's
     handshakes (the first one relaxed)."""
@@ -46,10 +54,7 @@ def allgather_groups(n: int, unit: int = 64) -> dict:
                     ch[r, p].put(Rank(p).get_output_buffer()[r:r + 1], inp[0:1], tb_group=group)
                 me.copy(out[r:r + 1], inp[0:1], tb_group=group)
             me.barrier([0, 1])
-            for p in _peers(r, n):
-                ch[r, p].signal(tb=0)
-            for p in _peers(r, n):
-                ch[r, p].wait(tb=0)
+            _handshake(ch, r, n)
         return json.loads(JSON())
 
 
@@ -60,17 +65,11 @@ def allgather_get(n: int) -> dict:
         for r in range(n):
             me = Rank(r)
             inp, out = me.get_input_buffer(), me.get_output_buffer()
-            for p in _peers(r, n):
-                ch[r, p].signal(tb=0)
-            for p in _peers(r, n):
-                ch[r, p].wait(tb=0)
+            _handshake(ch, r, n)
             for p in _peers(r, n):
                 ch[r, p].get(out[p:p + 1], Rank(p).get_input_buffer()[0:1], tb=0)
             me.copy(out[r:r + 1], inp[0:1], tb=0)
-            for p in _peers(r, n):
-                ch[r, p].signal(tb=0)
-            for p in _peers(r, n):
-                ch[r, p].wait(tb=0)
+            _handshake(ch, r, n)
         return json.loads(JSON())
 
 
@@ -175,10 +174,7 @@ def allgather_port(n: int) -> dict:
         for r in range(n):
             me = Rank(r)
             inp, out = me.get_input_buffer(), me.get_output_buffer()
-            for p in _peers(r, n):
-                ch[r, p].signal(tb=0)
-            for p in _peers(r, n):
-                ch[r, p].wait(tb=0)
+            _handshake(ch, r, n)
             for p in _peers(r, n):
                 ch[r, p].put_with_signal_and_flush(Rank(p).get_output_buffer()[r:r + 1], inp[0:1], tb=0)
             me.copy(out[r:r + 1], inp[0:1], tb=0)

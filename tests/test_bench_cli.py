@@ -11,6 +11,8 @@ import pytest
 from pymscclpp.bench.__main__ import parse_size
 from pymscclpp.bench.tune import table_from_winners, tune_collective
 
+from mpiexec_ranks import mpiexec_stdout
+
 
 @pytest.mark.parametrize("text,value", [("1K", 1024), ("64M", 64 << 20), ("1G", 1 << 30), ("4096", 4096),
                                         ("0.5K", 512)])
@@ -79,15 +81,9 @@ def test_summary_lists_sweeps_and_microbenchmarks(tmp_path):
 
 def run_microbenchmark(tmp_path, ranks: int, op: str, *args: str) -> dict:
     """The JSON of ``python -m pymscclpp.bench --op OP ARGS`` on ``ranks`` simulator ranks (mpiexec of the venv)."""
-    mpiexec = os.path.join(os.path.dirname(sys.executable), "mpiexec")
-    if not os.path.exists(mpiexec):
-        pytest.skip(f"no mpiexec next to {sys.executable} (pip install mpich)")
-    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    env = {**os.environ, "PYMSCCLPP_BACKEND": "sim", "PYTHONPATH": root, "PYMSCCLPP_CACHE_DIR": str(tmp_path)}
     out = tmp_path / f"{op}.json"
-    proc = subprocess.run([mpiexec, "-n", str(ranks), sys.executable, "-m", "pymscclpp.bench", "--op", op, *args,
-                           "--json", str(out)], env=env, capture_output=True, text=True, timeout=300)
-    assert proc.returncode == 0, proc.stdout + proc.stderr
+    mpiexec_stdout(ranks, ["-m", "pymscclpp.bench", "--op", op, *args, "--json", str(out)], timeout=300,
+                   PYMSCCLPP_CACHE_DIR=str(tmp_path))
     return json.loads(out.read_text())
 
 

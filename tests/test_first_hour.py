@@ -10,8 +10,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from mpiexec_ranks import mpiexec_stdout
+
 ROOT = Path(__file__).resolve().parents[1]
-MPIEXEC = Path(sys.executable).parent / "mpiexec"
 NOTICE = "running kernels on the numba CUDA simulator"
 
 
@@ -141,13 +142,8 @@ def test_pyproject_license_is_an_spdx_string_with_a_setuptools_that_reads_it():
     ("memory_channel", ["--bytes", "256", "--threads", "16", "--reps", "1"], '"ll8_oneway_us"'),
 ])
 def test_bench_runs_on_the_simulator_with_numba_arrays(op, args, expect):
-    if not MPIEXEC.exists():
-        pytest.skip(f"no mpiexec next to {sys.executable} (pip install mpich)")
-    env = {**os.environ, "PYMSCCLPP_BACKEND": "sim", "PYTHONPATH": str(ROOT)}
-    proc = subprocess.run([str(MPIEXEC), "-n", "2", sys.executable, "-m", "pymscclpp.bench", "--op", op, *args],
-                          env=env, capture_output=True, text=True, timeout=180)
-    assert proc.returncode == 0, proc.stdout + proc.stderr
-    assert expect in proc.stdout, proc.stdout
+    out = mpiexec_stdout(2, ["-m", "pymscclpp.bench", "--op", op, *args], timeout=180)
+    assert expect in out, out
     if op == "all_reduce":
-        row = next(line for line in proc.stdout.splitlines() if expect in line)
+        row = next(line for line in out.splitlines() if expect in line)
         assert row.split("|")[1].split()[-1] == "0", row  # #wrong

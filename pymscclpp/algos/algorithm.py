@@ -97,10 +97,9 @@ class Algorithm:
     last_grid: int = 0  # the blocks of that launch (0: not told): the grid cut to the rank's SMs (``grid``)
     zero_copy_kernel = None  # the kernel of its calls that read or write peers' mapped buffers, if it has one
 
-    def ran(self, launch: Launch) -> Launch:
-        """Record ``launch`` as this rank's latest (``last_kernel``, ``last_grid``); ``launch``."""
+    def ran(self, launch: Launch) -> None:
+        """Record ``launch`` as this rank's latest (``last_kernel``, ``last_grid``)."""
         self.last_kernel, self.last_grid = launch.name, launch.griddim
-        return launch
 
     def why_not(self, comm, call: Call) -> str | None:
         """Why this algorithm cannot serve ``call`` on ``comm``, or None when it can."""

@@ -29,7 +29,7 @@ declare -A LIMIT=([primitives_tests]=180 [collectives_tests]=480 [callcheck_test
                   [soak_collectives]=480 [executor_tests]=420
                   [shrink_after_death]=300)
 
-mps_start() {  # a fresh MPS control daemon with its own pipe and log folders; every rank gets 100/NP of the SMs (MPS_PERCENT)
+mps_start() {  # a fresh MPS control daemon with its own pipe and log folders; every rank gets mps_percent's share
   export CUDA_MPS_PIPE_DIRECTORY=$(mktemp -d) CUDA_MPS_LOG_DIRECTORY=$(mktemp -d) CUDA_VISIBLE_DEVICES=0
   export CUDA_MPS_ACTIVE_THREAD_PERCENTAGE=$(mps_percent "$np")
   nvidia-cuda-mps-control -d || { echo "MPS: nvidia-cuda-mps-control -d failed"; exit 1; }

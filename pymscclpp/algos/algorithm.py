@@ -10,8 +10,8 @@ from typing import NamedTuple
 
 from ..channels import reduce as red
 from ..runtime.buffers import buffer_info
-from ..runtime.launch import Launch
 from ..runtime.collectives import COLLECTIVES, REDUCING  # noqa: F401 (re-exported: what algorithms serve)
+from ..runtime.launch import Launch
 
 ANY, IN_PLACE, OUT_OF_PLACE = "any", "in_place", "out_of_place"
 

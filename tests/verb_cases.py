@@ -347,7 +347,8 @@ def avg(comm, state, verb: str, count: int, dtype: str, algo: str | None = None)
 def bench_cases(comm, state, dtype: str, redop: str) -> None:
     """Every verb's simulator benchmark case (``python -m pymscclpp.bench --op VERB``) gives the result it
     expects, twice in a row."""
-    from pymscclpp.bench.verb_cases import VERBS, make_sim_verb_case
+    from pymscclpp.bench.sim_sweep import make_sim_verb_case
+    from pymscclpp.bench.verb_cases import VERBS
     for op in VERBS:
         _, call, out, want, _ = make_sim_verb_case(op, comm, np_dtype(dtype), 4096, redop, None)
         for _ in range(2):

@@ -4,9 +4,9 @@ Sizes follow nccl-tests: all_gather counts the gathered output, reduce_scatter a
 per-rank input, broadcast and all_reduce the buffer. Inputs are small integers so every dtype and
 summation order is exact, and pymscclpp's output can be compared with NCCL's element by element, or with
 the expected result every rank computes from every rank's (seeded) input. The floor is the same bytes moved by
-one local torch op on each rank: ``torch.add(a, b, out=c)`` of the element count for all_reduce (a perfect
-two-rank all-reduce's traffic), ``dst.copy_(src)`` of the collective's bytes for the others. The verbs (send/recv,
-all-to-all with counts, reduce, gather, scatter): ``verb_cases``.
+one local torch op on each rank: ``torch.add(a, b, out=c)`` of the element count for all_reduce and reduce (a
+perfect two-rank all-reduce's traffic), ``dst.copy_(src)`` of the collective's bytes for the others. The verbs'
+calls, sizes and results: ``verb_cases``.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Callable
 
-from .verb_cases import VERBS, make_verb_case
+from .verb_cases import ROOT, VERBS, counts_of, elements, expected_of, run_verb
 
 
 @dataclass
@@ -98,3 +98,51 @@ def make_case(op: str, comm, dist, torch, dtype, nbytes: int, redop: str, algo: 
     if op in VERBS:
         return make_verb_case(op, comm, dist, torch, dtype, nbytes, redop, algo)
     raise ValueError(f"unknown collective {op!r}")
+
+
+def make_verb_case(op: str, comm, dist, torch, dtype, nbytes: int, redop: str, algo: str | None):
+    """The Case of verb ``op`` at ``nbytes`` (``dist`` None: no NCCL reference)."""
+    n, rank = comm.size, comm.rank
+    itemsize = torch.tensor([], dtype=dtype).element_size()
+    count = max(1, nbytes // itemsize)
+    part = max(1, count // n)
+    s_n, r_n = elements(op, count, n)
+    salt = 10 + VERBS.index(op)
+    inputs = [data(torch, dtype, s_n, p, salt) for p in range(n)]
+    x, out, ref = inputs[rank], torch.zeros(r_n, dtype=dtype, device="cuda"), torch.zeros(r_n, dtype=dtype, device="cuda")
+    kw = {} if algo is None or op == "send_recv" else {"algo": algo}
+    ours = lambda: run_verb(comm, op, x, out, part, redop, **kw)  # noqa: E731
+    size = {"send_recv": count, "reduce": count}.get(op, part * n)
+    if op == "reduce":
+        y, z = torch.empty_like(x), torch.zeros_like(x)
+        floor = lambda: torch.add(x, z, out=y)  # noqa: E731
+    else:
+        floor = copy_floor(torch, dtype, size)
+    fold = {"sum": torch.add, "min": torch.minimum, "max": torch.maximum}[redop]
+    init = out.clone()
+    expected = lambda: expected_of(op, [t.float() for t in inputs], rank, part, init.float(), fold,  # noqa: E731
+                                   torch.cat).to(dtype)
+    nccl = None if dist is None else _nccl_call(op, dist, torch, x, ref, part, redop)
+    bus = {"send_recv": 1.0, "reduce": 1.0}.get(op, (n - 1) / n)
+    mapped = (x,) if op in ("send_recv", "all_to_allv", "reduce", "gather") else ()  # read zero-copy when registered
+    return Case(size, ours, nccl, (out, ref), bus, floor, expected, mapped)
+
+
+def _nccl_call(op: str, dist, torch, x, ref, part: int, redop: str):
+    """NCCL's call of verb ``op`` through torch.distributed, into ``ref``."""
+    n, rank = dist.get_world_size(), dist.get_rank()
+    if op == "send_recv":
+        def call():
+            for w in dist.batch_isend_irecv([dist.P2POp(dist.isend, x, (rank + 1) % n),
+                                             dist.P2POp(dist.irecv, ref, (rank - 1) % n)]):
+                w.wait()
+        return call
+    if op == "all_to_allv":
+        sc, rc = counts_of(n, part, rank)
+        return lambda: dist.all_to_all_single(ref, x, output_split_sizes=rc, input_split_sizes=sc)
+    if op == "reduce":
+        reduce_op = {"sum": dist.ReduceOp.SUM, "min": dist.ReduceOp.MIN, "max": dist.ReduceOp.MAX}[redop]
+        return lambda: (ref.copy_(x), dist.reduce(ref, ROOT, op=reduce_op))
+    if op == "gather":
+        return lambda: dist.gather(x, list(ref.chunk(n)) if rank == ROOT else None, dst=ROOT)
+    return lambda: dist.scatter(ref, list(x.chunk(n)) if rank == ROOT else None, src=ROOT)

@@ -9,7 +9,7 @@ from __future__ import annotations
 import numpy as np
 
 from .timing import host_samples
-from .verb_cases import VERBS, make_sim_verb_case
+from .verb_cases import VERBS, elements, expected_of, run_verb
 
 _REDUCE = {"sum": np.sum, "min": np.min, "max": np.max}
 
@@ -63,6 +63,23 @@ def make_sim_case(op: str, comm, dtype, nbytes: int, redop: str, algo: str | Non
     if op in VERBS:
         return make_sim_verb_case(op, comm, dtype, nbytes, redop, algo)
     raise ValueError(f"unknown collective {op!r}")
+
+
+def make_sim_verb_case(op: str, comm, dtype, nbytes: int, redop: str, algo: str | None):
+    """(count, call, output array, expected NumPy result, bus factor) of verb ``op`` at ``nbytes`` (simulator)."""
+    from numba import cuda
+    n, rank = comm.size, comm.rank
+    count = max(n, nbytes // dtype.itemsize) // n * n
+    part = count // n
+    s_n, r_n = elements(op, count, n)
+    inputs = [data(dtype, s_n, p, 10 + VERBS.index(op)) for p in range(n)]
+    x, out = cuda.to_device(inputs[rank]), cuda.to_device(np.zeros(r_n, dtype))
+    kw = {} if algo is None or op == "send_recv" else {"algo": algo}
+    wide = [a.astype(np.float64) for a in inputs]
+    fold = {"sum": np.add, "min": np.minimum, "max": np.maximum}[redop]
+    want = expected_of(op, wide, rank, part, np.zeros(r_n), fold, np.concatenate).astype(dtype)
+    bus = {"send_recv": 1.0, "reduce": 1.0}.get(op, (n - 1) / n)
+    return count, lambda: run_verb(comm, op, x, out, part, redop, **kw), out, want, bus
 
 
 def run_sim_sweep(args) -> list[dict] | None:

@@ -19,7 +19,7 @@ from pymscclpp.errors import BootstrapError, CommTimeoutError, InvalidUsageError
 from pymscclpp.runtime.bootstrap import Bootstrap, TcpBootstrap, UniqueId, get_unique_id
 from pymscclpp.runtime.bootstrap.local import LocalBootstrap
 from pymscclpp.runtime.bootstrap import sockets, wire
-from pymscclpp.runtime.bootstrap.base import Deadline
+from pymscclpp.runtime.deadline import Deadline
 
 KINDS = ["local", "tcp"]
 SIZES = [1, 2, 3, 4]
@@ -360,7 +360,7 @@ def test_message_over_the_size_limit_is_rejected_at_send(monkeypatch, kind):
     monkeypatch.setenv(wire.MAX_PAYLOAD_ENV, "1024")
     bs = make_group(kind, 2)
     try:
-        with pytest.raises(InvalidUsageError, match=f"1025 bytes exceeds the bootstrap limit of 1024 bytes"):
+        with pytest.raises(InvalidUsageError, match="1025 bytes exceeds the bootstrap limit of 1024 bytes"):
             bs[0].send(bytes(1025), 1, 0)
         with pytest.raises(InvalidUsageError, match=wire.MAX_PAYLOAD_ENV):
             bs[0].all_gather(bytes(2000))

@@ -38,7 +38,8 @@ from typing import Callable
 from .. import config
 from .._log import get_logger
 from ..errors import InvalidUsageError, PeerDisconnectedError
-from .bootstrap.base import TAG_LIMIT, Deadline
+from .bootstrap.wire import TAG_LIMIT
+from .deadline import Deadline
 
 _log = get_logger("liveness")
 HEARTBEAT_TAG = TAG_LIMIT + 0x4C56  # bootstrap-reserved tags ("LV"), one per monitor of a bootstrap: never user tags

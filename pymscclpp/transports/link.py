@@ -13,7 +13,7 @@ import threading
 from .. import config
 from ..errors import PeerDisconnectedError, ProxyError
 from ..runtime.bootstrap import sockets, wire
-from ..runtime.bootstrap.base import Deadline
+from ..runtime.deadline import Deadline
 from . import frames
 
 PROXY_ADDR_ENV = "PYMSCCLPP_SOCKET_ADDR"

@@ -10,63 +10,20 @@ import abc
 import contextlib
 import math
 import operator
-import struct
 import threading
 import time
 from typing import TYPE_CHECKING
 
 from ...errors import BootstrapError, CommAbortedError, CommTimeoutError, InvalidUsageError
 from ... import config
+from ..deadline import Deadline
 from . import wire
+from .wire import ABORT_TAG, ALL_GATHER_TAG, BARRIER_TAG, TAG_LIMIT, encode_abort
 
 if TYPE_CHECKING:
     from .mailbox import Mailbox
 
-TAG_LIMIT = 2**63                  # user tags are below; tags above are the bootstrap's own
-ALL_GATHER_TAG = TAG_LIMIT
-BARRIER_TAG = TAG_LIMIT + 1
-ABORT_TAG = TAG_LIMIT + 2          # a set-up scope failed (see Mailbox); never queued
 MAX_RANKS = 2**31
-_ABORT = struct.Struct("!QI")      # an abort message: scope, failing rank; the reason follows as UTF-8
-
-
-def encode_abort(scope: int, origin: int, reason: str) -> bytes:
-    """The payload of an abort message: set-up ``scope`` failed on rank ``origin`` because of ``reason``."""
-    return _ABORT.pack(scope, origin) + reason.encode(errors="replace")[:4000]
-
-
-def decode_abort(payload: bytes) -> tuple[int, int, str]:
-    """(scope, failing rank, reason) of an abort message; a short one reads as scope 0 (never opened)."""
-    if len(payload) < _ABORT.size:
-        return 0, -1, "malformed abort message"
-    scope, origin = _ABORT.unpack_from(payload)
-    return scope, origin, payload[_ABORT.size:].decode(errors="replace")
-
-
-class Deadline:
-    """A wait budget started now: ``budget`` seconds, or no limit when ``budget`` is None; ``left``, when set, the
-    part of ``budget`` still unspent by the waits that share it (a set-up's: ``Bootstrap.open_scope``)."""
-
-    __slots__ = ("budget", "_at", "shared")
-
-    def __init__(self, budget: float | None, left: float | None = None) -> None:
-        self.budget = budget
-        self.shared = left is not None
-        self._at = None if budget is None else time.monotonic() + (budget if left is None else left)
-
-    def remaining(self) -> float | None:
-        """Seconds left (0 once past), or None without a limit."""
-        return None if self._at is None else max(0.0, self._at - time.monotonic())
-
-    def expired(self) -> bool:
-        return self._at is not None and time.monotonic() >= self._at
-
-    def error(self, rank: int, what: str) -> CommTimeoutError:
-        """The timeout error of operation ``what`` on ``rank``."""
-        if self.shared:
-            return CommTimeoutError(f"rank {rank}: {what} timed out: this set-up's waits together used up its "
-                                    f"{self.budget} s budget")
-        return CommTimeoutError(f"rank {rank}: {what} timed out after {self.budget} s")
 
 
 def _words(verb: str, preposition: str, peer: int, tag: int, what: str | None) -> str:

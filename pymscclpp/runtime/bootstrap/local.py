@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import os
 
-from .base import Bootstrap, Deadline, MAX_RANKS, check_int
+from ..deadline import Deadline
+from .base import Bootstrap, MAX_RANKS, check_int
 from .mailbox import Mailbox
 from .wire import TOKEN_BYTES
 

@@ -10,7 +10,8 @@ import threading
 from collections import deque
 
 from ...errors import BootstrapError, CommAbortedError, PeerDisconnectedError, SetupAbortedError
-from .base import ABORT_TAG, Deadline, decode_abort
+from ..deadline import Deadline
+from .wire import ABORT_TAG, decode_abort
 
 
 class Mailbox:

@@ -16,7 +16,8 @@ from typing import Any
 
 from ..._log import get_logger
 from ...errors import BootstrapError, InvalidUsageError
-from .base import Bootstrap, Deadline
+from ..deadline import Deadline
+from .base import Bootstrap
 from .mailbox import Mailbox
 from .wire import TOKEN_BYTES
 

@@ -7,7 +7,7 @@ import threading
 
 from ..._log import get_logger
 from ...errors import BootstrapError
-from .base import Deadline
+from ..deadline import Deadline
 from . import sockets, wire
 
 _log = get_logger("bootstrap")

@@ -9,7 +9,7 @@ import time
 from collections.abc import Container
 
 from ...errors import BootstrapError, InvalidUsageError, PeerDisconnectedError
-from .base import Deadline
+from ..deadline import Deadline
 from . import wire
 
 HELLO_WAIT_S = 10.0   # a legitimate peer sends its HELLO right after connecting

@@ -20,7 +20,8 @@ from typing import ClassVar
 from ... import config
 from ..._log import get_logger
 from ...errors import BootstrapError, CommTimeoutError, InvalidUsageError, PeerDisconnectedError
-from .base import MAX_RANKS, Bootstrap, Deadline, check_int, default_timeout
+from ..deadline import Deadline
+from .base import MAX_RANKS, Bootstrap, check_int, default_timeout
 from .mailbox import Mailbox
 from .receiver import Receiver
 from .root import Root, running

@@ -1,4 +1,5 @@
-"""Binary wire format of bootstrap frames: a fixed struct header, then the payload.
+"""Binary wire format of bootstrap frames (a fixed struct header, then the payload), the bootstrap's own tags and its
+abort message.
 
 Nothing received is ever unpickled; the parsers here are pure functions over bytes so
 they can be fuzzed, and every malformed input raises ``BootstrapError``.
@@ -21,6 +22,12 @@ VERSION = 1
 MAX_PAYLOAD_ENV = "PYMSCCLPP_BOOTSTRAP_MAX_MSG"
 DEFAULT_MAX_PAYLOAD: int = config.VARIABLES[MAX_PAYLOAD_ENV].default
 TOKEN_BYTES = 16
+
+TAG_LIMIT = 2**63                  # user tags are below; tags above are the bootstrap's own
+ALL_GATHER_TAG = TAG_LIMIT
+BARRIER_TAG = TAG_LIMIT + 1
+ABORT_TAG = TAG_LIMIT + 2          # a set-up scope failed (see Mailbox); never queued
+_ABORT = struct.Struct("!QI")      # an abort message: scope, failing rank; the reason follows as UTF-8
 
 # magic, version, kind, reserved (0), source rank, tag, payload length
 _HEADER = struct.Struct("!4sBBHIQQ")
@@ -128,3 +135,16 @@ def decode_table(payload: bytes, size: int) -> list[tuple[str, int]]:
     if len(payload) != size * ADDR_SIZE:
         raise BootstrapError(f"TABLE payload of {len(payload)} bytes, expected {size * ADDR_SIZE} for {size} ranks")
     return [unpack_addr(payload[i:i + ADDR_SIZE]) for i in range(0, len(payload), ADDR_SIZE)]
+
+
+def encode_abort(scope: int, origin: int, reason: str) -> bytes:
+    """The payload of an abort message: set-up ``scope`` failed on rank ``origin`` because of ``reason``."""
+    return _ABORT.pack(scope, origin) + reason.encode(errors="replace")[:4000]
+
+
+def decode_abort(payload: bytes) -> tuple[int, int, str]:
+    """(scope, failing rank, reason) of an abort message; a short one reads as scope 0 (never opened)."""
+    if len(payload) < _ABORT.size:
+        return 0, -1, "malformed abort message"
+    scope, origin = _ABORT.unpack_from(payload)
+    return scope, origin, payload[_ABORT.size:].decode(errors="replace")

@@ -22,7 +22,7 @@ BACKEND = _backend.BACKEND
 # every file whose code ends up in a compiled kernel, or whose constants do: what kept kernels are keyed by
 _DEVICE_SOURCES = ("channels", "algos", "callcheck", "executor/device.py", "executor/codegen.py",
                    "runtime/device_errors.py", "runtime/fifo.py", "bench/memory_channel.py", "bench/port_channel.py")
-_kernel_cache.configure(_DEVICE_SOURCES)  # before any layer defines a cache=True kernel
+_kernel_cache.configure(_DEVICE_SOURCES, __version__)  # before any layer defines a cache=True kernel
 _LAZY = {"Communicator": "communicator", "UniqueId": "runtime.bootstrap", "get_unique_id": "runtime.bootstrap",
          "alloc": "runtime.memory", "view_as": "runtime.memory"}
 

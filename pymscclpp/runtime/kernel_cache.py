@@ -24,6 +24,7 @@ from . import numba_compat as nc
 
 _ROOT = Path(__file__).resolve().parent.parent  # the package: only its kernels (and generated ones) are kept
 _sources: tuple[str, ...] | None = None  # what the digest covers, named by the package (``configure``)
+_version = ""  # the package's version (``configure``)
 
 
 def root() -> Path:
@@ -34,10 +35,9 @@ def root() -> Path:
 @functools.cache
 def device_code_digest() -> str:
     """Hash of pymscclpp's version, the numba-cuda version and every device source file ``configure`` was given."""
-    from .. import __version__
     if _sources is None:
         raise BackendError("the kernel cache was not configured: importing pymscclpp names its device sources")
-    h = hashlib.sha256(f"{__version__}|{importlib.metadata.version('numba-cuda')}".encode())
+    h = hashlib.sha256(f"{_version}|{importlib.metadata.version('numba-cuda')}".encode())
     for rel in _sources:
         path = _ROOT / rel
         for f in sorted(path.glob("*.py")) if path.is_dir() else [path]:
@@ -46,12 +46,12 @@ def device_code_digest() -> str:
     return h.hexdigest()[:20]
 
 
-def configure(sources: tuple[str, ...]) -> None:
-    """Key the cache by ``sources`` (files and folders relative to the package: every file whose code ends up in a
+def configure(sources: tuple[str, ...], version: str) -> None:
+    """Key the cache by the package's ``version`` and ``sources`` (files and folders relative to the package: every file whose code ends up in a
     compiled kernel, or whose constants do; the layers that hold them are above this one, so the package names
     them) and point numba's disk cache at their digest's folder (before any ``cache=True`` kernel is defined)."""
-    global _sources
-    _sources = tuple(sources)
+    global _sources, _version
+    _sources, _version = tuple(sources), version
     device_code_digest.cache_clear()
     if os.environ.get("NUMBA_CACHE_DIR"):
         return

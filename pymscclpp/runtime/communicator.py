@@ -21,6 +21,7 @@ from ..errors import CallMismatchError, CommAbortedError, CommTimeoutError, Inva
 from .device_errors import ERR_WORDS, MISMATCH, WaitContext, describe
 from . import handoff, watchdog
 from .backend import IS_SIM, announce
+from .deadline import Deadline
 from .memory import RegisteredMemory, RemoteMemory, host_id, view_as
 from .liveness import LivenessMonitor, liveness_enabled
 from .setup_guard import SetupGuard
@@ -353,15 +354,15 @@ class Communicator:
         for callback in self._on_abort:
             callback()
         self.bootstrap.abort("the communicator was aborted (comm.abort())")
-        until = time.monotonic() + _DRAIN_S  # (no call of this communicator calls abort(): they are all elsewhere)
-        while self._calls and time.monotonic() < until:
+        drain = Deadline(_DRAIN_S)  # (no call of this communicator calls abort(): they are all elsewhere)
+        while self._calls and not drain.expired():
             time.sleep(0.001)
         if self._calls:
             _log.error("rank %d: abort: calls in other threads did not end within %s s; releasing anyway",
                        self.rank, _DRAIN_S)
         if not IS_SIM:  # kernels launched before the abort: ended before their peers' memory is unmapped
             from .cudadrv import synchronize_within
-            if not synchronize_within(max(0.1, until - time.monotonic())):
+            if not synchronize_within(max(0.1, drain.remaining())):
                 _log.error("rank %d: abort: kernels still ran %s s after the abort; releasing anyway", self.rank,
                            _DRAIN_S)
         self._release(goodbye=False)

@@ -1,4 +1,4 @@
-"""A wait budget (``Deadline``): the one clock of the host's waits for peers (bootstrap, liveness, transports)."""
+"""A wait budget (``Deadline``): the one clock of the host's waits (bootstrap, liveness, semaphores, transports, abort)."""
 
 from __future__ import annotations
 

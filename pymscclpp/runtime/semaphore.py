@@ -14,6 +14,7 @@ from collections import namedtuple
 import numpy as np
 
 from ..errors import CommTimeoutError, InvalidUsageError
+from .deadline import Deadline
 
 SemaphoreHandle = namedtuple(
     "SemaphoreHandle", "inbound outbound expected err abort rank peer channel timeout_ns")
@@ -103,10 +104,10 @@ class Host2HostSemaphore:
     def wait(self, timeout: float | None = None) -> None:
         """Block until the next signal; CommTimeoutError naming rank and peer past the budget."""
         budget = self.comm.timeout_s if timeout is None else timeout
-        deadline = None if budget is None else time.monotonic() + budget
+        deadline = Deadline(budget)
         pause = 1e-6
         while not self.poll():
-            if deadline is not None and time.monotonic() > deadline:
+            if deadline.expired():
                 pool = self.comm.host_pool
                 raise CommTimeoutError(
                     f"rank {self.comm.rank}: host semaphore wait on peer {self.peer} (slot {self.slot}) timed out "

@@ -8,11 +8,11 @@ GPUDirect RDMA (nvidia-peermem) to be registered. ``problem()`` says why IB cann
 from __future__ import annotations
 
 import random
-import time
 from pathlib import Path
 
 from .. import config
 from ..errors import ProxyError
+from ..runtime.deadline import Deadline
 from .ib_wire import QpInfo, Region, WorkRequest
 
 IB_DEVICE_ENV, IB_PORT_ENV, IB_GID_ENV = "PYMSCCLPP_IB_DEVICE", "PYMSCCLPP_IB_PORT", "PYMSCCLPP_IB_GID_INDEX"
@@ -156,14 +156,14 @@ class IbQueuePair:
         self._reap(0, timeout)
 
     def _reap(self, down_to: int, timeout: float | None) -> None:
-        deadline = None if timeout is None else time.monotonic() + timeout
+        deadline = Deadline(timeout)
         while self.outstanding > down_to:
             n, wcs = self.cq.poll(min(16, self.outstanding))
             for wc in wcs[:n]:
                 if wc.status != self.e.IBV_WC_SUCCESS:
                     raise ProxyError(f"RDMA work request failed with completion status {wc.status}")
             self.outstanding -= n
-            if n == 0 and deadline is not None and time.monotonic() > deadline:
+            if n == 0 and deadline.expired():
                 raise ProxyError(f"{self.outstanding} RDMA work requests did not complete within {timeout} s")
 
     def close(self) -> None:

@@ -9,7 +9,7 @@ import pytest
 from pymscclpp.proxy import cpus
 
 
-def test_parse_cpulist():
+def test_cpu_lists_parse_ranges_and_reject_malformed_ones():
     assert cpus.parse_cpulist("0-3,8, 10-11\n") == {0, 1, 2, 3, 8, 10, 11}
     assert cpus.parse_cpulist("5") == {5}
     for bad in ("3-1", "a", "-2"):
@@ -31,7 +31,7 @@ NODE0, NODE1 = set(range(16)), set(range(16, 32))
     ({0}, {0}, ONLINE - {0}),                  # the node is that one core: anywhere else
     ({0, 1, 2}, {0, 1, 2}, ONLINE - {0, 1, 2}),  # a small binding covering the whole node
 ])
-def test_choose(bound, local, want):
+def test_a_proxy_thread_leaves_a_small_binding_for_the_gpus_numa_node(bound, local, want):
     assert cpus.choose(bound, ONLINE, local) == want
 
 

@@ -82,7 +82,7 @@ def test_offer_wire_format_round_trips_or_fails_cleanly(data):
 
 
 @pytest.mark.parametrize("name, expected", [("auto", None), ("CUDA_IPC", IPC), ("eth", ETH), ("rdma", IB)])
-def test_transport_names_parse(name, expected):
+def test_transport_names_parse_to_their_transport(name, expected):
     assert parse(name) == expected
 
 

@@ -49,6 +49,10 @@ BROADCAST_PACKET_MAX = 512 << 10
 # algorithms set up together, in one collective set-up: the verbs' exchanges share lanes with every peer, and a
 # rank's first call of them may be any verb (two ranks' send/recv while a third's first is a gather)
 SET_UP_TOGETHER = [frozenset((c, name) for c in EXCHANGED) for name in ("exchange", "cross_host")]
+# why a peer may not begin that set-up, for the error when one does not
+TOGETHER_ABSENT = ("the verbs set up their channels at each rank's first call of them, collectively: every rank "
+                   "makes a send/recv with another rank, an all-to-all with counts, a gather, scatter or reduce "
+                   "before that first call completes")
 
 
 def default_table(nranks: int) -> dict:
@@ -216,7 +220,7 @@ class AlgorithmCollection:
             family = next((sorted(f) for f in SET_UP_TOGETHER if key in f), [key])
             what = f"{collective} algorithm {name!r}" if len(family) == 1 else \
                 f"the {name!r} algorithms of {', '.join(c for c, _ in family)}"
-            with self.comm.setup(what):  # a failure on one rank raises on all
+            with self.comm.setup(what, "" if len(family) == 1 else TOGETHER_ABSENT):  # a failure raises on all
                 for k in family:
                     self._build(k).setup(self.comm)
             self._ready.update(family)

@@ -299,6 +299,8 @@ def setup_peer_absent(comm, state, op: str, budget: float):
                 elif op == "all_reduce":
                     x = cuda.to_device(np.ones(8, np.float32))
                     comm2.all_reduce(x)
+                elif op == "send":
+                    comm2.send(cuda.to_device(np.ones(8, np.float32)), 1)
             except PymscclppError as exc:
                 out.update(kind=type(exc).__name__, text=str(exc))
             out["elapsed"] = time.monotonic() - start

@@ -35,6 +35,9 @@ def test_communicator_whose_peers_never_start_times_out_at_rendezvous_within_bud
     ("barrier", "barrier: recv from peer 1 timed out after 0.5 s"),
     ("all_reduce", "rank 1 did not begin all_reduce algorithm 'packet_one_block' within 0.5 s: has it made the same "
                    "call?"),
+    ("send", "rank 1 did not begin the 'exchange' algorithms of all_to_allv, gather, reduce, scatter, send_recv "
+             "within 0.5 s: has it made the same call? (the verbs set up their channels at each rank's first call of "
+             "them, collectively: every rank makes a send/recv with another rank"),
 ])
 def test_setup_call_the_peer_never_makes_times_out_naming_rank_peer_and_what_was_awaited(op, words):
     out = pool().run(cases.setup_peer_absent, op=op, budget=0.5, timeout=60)[0]

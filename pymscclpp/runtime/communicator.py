@@ -362,7 +362,7 @@ class Communicator:
                        self.rank, _DRAIN_S)
         if not IS_SIM:  # kernels launched before the abort: ended before their peers' memory is unmapped
             from .cudadrv import synchronize_within
-            if not synchronize_within(max(0.1, drain.remaining())):
+            if not synchronize_within(max(0.1, drain.remaining() or 0.0)):
                 _log.error("rank %d: abort: kernels still ran %s s after the abort; releasing anyway", self.rank,
                            _DRAIN_S)
         self._release(goodbye=False)

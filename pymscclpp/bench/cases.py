@@ -109,7 +109,8 @@ def make_verb_case(op: str, comm, dist, torch, dtype, nbytes: int, redop: str, a
     s_n, r_n = elements(op, count, n)
     salt = 10 + VERBS.index(op)
     inputs = [data(torch, dtype, s_n, p, salt) for p in range(n)]
-    x, out, ref = inputs[rank], torch.zeros(r_n, dtype=dtype, device="cuda"), torch.zeros(r_n, dtype=dtype, device="cuda")
+    x = inputs[rank]
+    out, ref = torch.zeros(r_n, dtype=dtype, device="cuda"), torch.zeros(r_n, dtype=dtype, device="cuda")
     kw = {} if algo is None or op == "send_recv" else {"algo": algo}
     ours = lambda: run_verb(comm, op, x, out, part, redop, **kw)  # noqa: E731
     size = {"send_recv": count, "reduce": count}.get(op, part * n)

@@ -1,4 +1,5 @@
-"""A wait budget (``Deadline``): the one clock of the host's waits (bootstrap, liveness, semaphores, transports, abort)."""
+"""A wait budget (``Deadline``): the one clock of the host's waits (bootstrap, liveness, semaphores, transports,
+abort)."""
 
 from __future__ import annotations
 

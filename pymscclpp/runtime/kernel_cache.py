@@ -47,9 +47,10 @@ def device_code_digest() -> str:
 
 
 def configure(sources: tuple[str, ...], version: str) -> None:
-    """Key the cache by the package's ``version`` and ``sources`` (files and folders relative to the package: every file whose code ends up in a
-    compiled kernel, or whose constants do; the layers that hold them are above this one, so the package names
-    them) and point numba's disk cache at their digest's folder (before any ``cache=True`` kernel is defined)."""
+    """Key the cache by the package's ``version`` and ``sources`` (files and folders relative to the package: every
+    file whose code ends up in a compiled kernel, or whose constants do; the layers that hold them are above this
+    one, so the package names them) and point numba's disk cache at their digest's folder (before any
+    ``cache=True`` kernel is defined)."""
     global _sources, _version
     _sources, _version = tuple(sources), version
     device_code_digest.cache_clear()

@@ -4,6 +4,7 @@ nccl-tests counts them (send_recv the message each rank sends its next rank, a r
 reduce the buffer; gather the gathered output; scatter the root's input) and the result. The root is rank 0.
 all_to_allv moves the even all-to-all's total bytes in uneven parts (``uneven_counts``), so the two compare directly.
 """
+
 from __future__ import annotations
 
 VERBS = ("send_recv", "all_to_allv", "reduce", "gather", "scatter")

@@ -16,9 +16,9 @@ import weakref
 
 from ..errors import BootstrapError, InvalidUsageError, PeerDisconnectedError
 from .bootstrap.base import Bootstrap
+from .bootstrap.tcp import UniqueId, get_unique_id
 from .bootstrap.wire import TAG_LIMIT
 from .deadline import Deadline
-from .bootstrap.tcp import UniqueId, get_unique_id
 
 _TAG = TAG_LIMIT + (1 << 62)  # the k-th agreement of a bootstrap with root r: _TAG + (k << 32) + r
 _RANK = struct.Struct("!I")
